@@ -1,0 +1,217 @@
+//! The shape of `config.json`. camelCase on disk, nanobot's layout, so a nanobot user can copy
+//! theirs over. Every struct rejects unknown keys so a typo is an error, not a silent default.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The version this build writes and reads natively; older files are migrated on load.
+pub const CONFIG_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Schema version of this file.
+    #[serde(default = "default_version")]
+    pub version: u32,
+    #[serde(default)]
+    pub agents: AgentsConfig,
+    /// Credentials and endpoints per provider name (`anthropic`, `openai`, `custom`, ...).
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    #[serde(default)]
+    pub tools: ToolsConfig,
+    /// Chat-platform channels; filled by the gateway.
+    #[serde(default)]
+    pub channels: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub gateway: GatewayConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            version: CONFIG_VERSION,
+            agents: AgentsConfig::default(),
+            providers: BTreeMap::new(),
+            tools: ToolsConfig::default(),
+            channels: BTreeMap::new(),
+            gateway: GatewayConfig::default(),
+        }
+    }
+}
+
+fn default_version() -> u32 {
+    CONFIG_VERSION
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentsConfig {
+    #[serde(default)]
+    pub defaults: AgentDefaults,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentDefaults {
+    /// The agent's home directory; `~` is expanded. Default: `$NANOCRAB_HOME/workspace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    /// `provider/model`, such as `anthropic/claude-sonnet-4-5` or `custom/qwen3`.
+    #[serde(default = "default_model")]
+    pub model: String,
+    /// Output-token limit of one model call.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    #[serde(default = "default_temperature")]
+    pub temperature: f32,
+    /// Model calls in one run before the run stops with a message to the user.
+    #[serde(default = "default_max_tool_iterations")]
+    pub max_tool_iterations: u32,
+    /// The model's context window; history is windowed to fit it.
+    #[serde(default = "default_context_window_tokens")]
+    pub context_window_tokens: u32,
+}
+
+impl Default for AgentDefaults {
+    fn default() -> Self {
+        Self {
+            workspace: None,
+            model: default_model(),
+            max_tokens: default_max_tokens(),
+            temperature: default_temperature(),
+            max_tool_iterations: default_max_tool_iterations(),
+            context_window_tokens: default_context_window_tokens(),
+        }
+    }
+}
+
+fn default_model() -> String {
+    "anthropic/claude-sonnet-4-5".to_owned()
+}
+fn default_max_tokens() -> u32 {
+    8192
+}
+fn default_temperature() -> f32 {
+    0.1
+}
+fn default_max_tool_iterations() -> u32 {
+    40
+}
+fn default_context_window_tokens() -> u32 {
+    65_536
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// The API key; `${ENV_VAR}` placeholders are resolved at load. When empty the provider's
+    /// usual environment variable is used (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Endpoint root as the official SDKs take it: OpenAI-style bases include `/v1`,
+    /// Anthropic's is the host root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_base: Option<String>,
+    /// Extra HTTP headers sent with every request to this provider.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra_headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// File tools and `exec` act only inside the workspace and `allowedPaths`.
+    #[serde(default = "default_true")]
+    pub restrict_to_workspace: bool,
+    /// Directories outside the workspace the file tools may also use.
+    #[serde(default)]
+    pub allowed_paths: Vec<PathBuf>,
+    /// Paths the tools may read but never write.
+    #[serde(default)]
+    pub protected_paths: Vec<PathBuf>,
+    #[serde(default)]
+    pub exec: ExecConfig,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            restrict_to_workspace: true,
+            allowed_paths: Vec::new(),
+            protected_paths: Vec::new(),
+            exec: ExecConfig::default(),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExecConfig {
+    #[serde(default)]
+    pub mode: ExecMode,
+    /// Programs `allowlist` mode may run. When set, it replaces the default list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safe_bins: Option<Vec<String>>,
+    /// Seconds before a command and all its children are killed.
+    #[serde(default = "default_exec_timeout")]
+    pub timeout: u64,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        Self {
+            mode: ExecMode::default(),
+            safe_bins: None,
+            timeout: default_exec_timeout(),
+        }
+    }
+}
+
+fn default_exec_timeout() -> u64 {
+    60
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ExecMode {
+    /// `exec` is refused.
+    Deny,
+    /// Only pipelines of safe programs, with no shell control syntax.
+    #[default]
+    Allowlist,
+    /// Anything, through `sh -c` in the workspace.
+    Full,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayConfig {
+    #[serde(default = "default_gateway_host")]
+    pub host: String,
+    #[serde(default = "default_gateway_port")]
+    pub port: u16,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            host: default_gateway_host(),
+            port: default_gateway_port(),
+        }
+    }
+}
+
+fn default_gateway_host() -> String {
+    "127.0.0.1".to_owned()
+}
+fn default_gateway_port() -> u16 {
+    18790
+}

@@ -1,0 +1,1 @@
+//! The agent: context building and the tool-calling loop.

@@ -1,0 +1,1 @@
+//! Memory on disk: session transcripts and workspace memory files.

@@ -1,0 +1,1 @@
+//! Policy: what tools may touch and run.

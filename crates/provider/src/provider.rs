@@ -1,0 +1,56 @@
+use async_trait::async_trait;
+use nanocrab_schema::{ContentBlock, LlmMessage, StopReason, ToolDef, Usage};
+
+/// One model call, provider-neutral.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// The model name without the `provider/` prefix.
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<LlmMessage>,
+    pub tools: Vec<ToolDef>,
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+}
+
+/// The assembled answer of one model call: text, reasoning and tool calls as content blocks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    pub content: Vec<ContentBlock>,
+    pub stop_reason: StopReason,
+    pub usage: Usage,
+    /// The model that answered, as the provider reported it.
+    pub model: String,
+}
+
+/// Incremental output while a response streams. Tool calls are not streamed piecemeal: they
+/// arrive whole in [`ChatResponse::content`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderDelta {
+    Text(String),
+    Reasoning(String),
+}
+
+/// Where an adapter pushes [`ProviderDelta`]s as they arrive.
+pub type DeltaSink<'a> = &'a mut (dyn FnMut(ProviderDelta) + Send);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("{0}")]
+    Placeholder(String),
+}
+
+/// A language model behind some wire protocol.
+#[async_trait]
+pub trait LlmProvider: Send + Sync {
+    /// The provider's name as used in `provider/model` (`anthropic`, `openai`, `custom`, ...).
+    fn name(&self) -> &str;
+
+    /// Runs one model call, streaming text and reasoning into `on_delta` as they arrive, and
+    /// returns the whole response once the stream ends.
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ChatResponse, ProviderError>;
+}

@@ -1,0 +1,35 @@
+use serde::{Deserialize, Serialize};
+
+use crate::usage::Usage;
+
+/// Everything that happens during a run, in order. The CLI prints these, the web UI
+/// renders them over SSE, channels use them for typing indicators.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentEvent {
+    /// A piece of the answer text as it streams.
+    Token { text: String },
+    /// A piece of model reasoning as it streams; never part of the answer.
+    Reasoning { text: String },
+    /// A tool is about to run.
+    ToolStart {
+        call_id: String,
+        name: String,
+        input: serde_json::Value,
+    },
+    /// A tool finished; `output` is what the model will see.
+    ToolEnd {
+        call_id: String,
+        name: String,
+        output: String,
+        is_error: bool,
+    },
+    /// The model is called again after tool results: a new response begins.
+    NewResponse { iteration: u32 },
+    /// Tokens used by one model call.
+    Usage { model: String, usage: Usage },
+    /// The run finished with this final answer.
+    Done { text: String },
+    /// The run failed; `message` is safe to show the user.
+    Error { message: String },
+}

@@ -1,0 +1,20 @@
+//! Plain data shared by every nanocrab crate.
+//!
+//! Nothing here does I/O. The types are the vocabulary the rest of the workspace speaks:
+//! one internal message model ([`LlmMessage`] made of [`ContentBlock`]s) that every provider
+//! adapter translates to and from its own wire format, the tool-calling types, the
+//! [`AgentEvent`] stream a run emits, and the ids that tie a run together.
+
+mod event;
+mod ids;
+mod message;
+mod session_key;
+mod tool;
+mod usage;
+
+pub use event::AgentEvent;
+pub use ids::{RunId, StepId, TaskId, TraceId};
+pub use message::{ContentBlock, LlmMessage, Role, StopReason};
+pub use session_key::{SessionKey, SessionKeyError};
+pub use tool::{ToolCall, ToolDef, ToolResult};
+pub use usage::Usage;

@@ -1,0 +1,1 @@
+//! Loopback fakes for tests.
