@@ -1,6 +1,14 @@
-//! nanocrab's configuration: the types of `config.json`, and (in later modules) loading,
-//! validation, migration and `${ENV}` placeholders.
+//! nanocrab's configuration: the types of `config.json`, loading with validation, migration
+//! and `${ENV}` placeholders, the default file, the JSON Schema, and where files live.
 
+mod error;
+mod load;
+mod paths;
 mod types;
+mod write;
 
+pub use error::ConfigError;
+pub use load::{Loaded, load, migrate, parse};
+pub use paths::{Paths, expand_home};
 pub use types::*;
+pub use write::{WriteOutcome, json_schema, write_default_config};

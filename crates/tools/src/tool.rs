@@ -23,9 +23,5 @@ pub enum ToolError {
 pub trait Tool: Send + Sync {
     fn definition(&self) -> ToolDef;
 
-    async fn call(
-        &self,
-        input: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<String, ToolError>;
+    async fn call(&self, input: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError>;
 }

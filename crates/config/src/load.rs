@@ -1,0 +1,383 @@
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::error::ConfigError;
+use crate::types::{CONFIG_VERSION, Config};
+
+/// A loaded configuration and whether it came from a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub config: Config,
+    /// False when the file did not exist and the defaults are in use.
+    pub from_file: bool,
+}
+
+/// Loads `path`: migrates it to the current version, resolves `${VAR}` placeholders through
+/// `env` (in memory only: the file is never rewritten), rejects unknown keys and bad values.
+/// A missing file yields the defaults.
+pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Loaded {
+                config: Config::default(),
+                from_file: false,
+            });
+        }
+        Err(source) => {
+            return Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let config = parse(path, &text, env)?;
+    Ok(Loaded {
+        config,
+        from_file: true,
+    })
+}
+
+/// Parses the text of a config file; `path` is only used in error messages.
+pub fn parse(
+    path: &Path,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let value: Value = serde_json::from_str(text).map_err(|err| ConfigError::Syntax {
+        path: path.to_path_buf(),
+        line: err.line(),
+        column: err.column(),
+        message: err.to_string(),
+    })?;
+    let mut value = migrate(path, value)?;
+    resolve_placeholders(path, &mut value, &mut Vec::new(), env)?;
+    let config: Config = serde_path_to_error::deserialize(value).map_err(|err| {
+        let key = err.path().to_string();
+        deserialize_error(path.to_path_buf(), key, err.inner().to_string())
+    })?;
+    validate(path, &config)?;
+    Ok(config)
+}
+
+/// Brings an older file to [`CONFIG_VERSION`]. A file without `version` is a nanobot-era
+/// file: its shape is version 1's, so it only gains the field.
+pub fn migrate(path: &Path, mut value: Value) -> Result<Value, ConfigError> {
+    let Some(object) = value.as_object_mut() else {
+        return Err(ConfigError::InvalidValue {
+            path: path.to_path_buf(),
+            key: "(top level)".to_owned(),
+            message: "the config must be a JSON object".to_owned(),
+        });
+    };
+    let version = match object.get("version") {
+        None => 0,
+        Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64().unwrap_or_default(),
+        Some(_) => {
+            return Err(ConfigError::InvalidValue {
+                path: path.to_path_buf(),
+                key: "version".to_owned(),
+                message: format!("must be a whole number (this nanocrab writes {CONFIG_VERSION})"),
+            });
+        }
+    };
+    if version > u64::from(CONFIG_VERSION) {
+        return Err(ConfigError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: CONFIG_VERSION,
+        });
+    }
+    // Each step takes the file from one version to the next; there is one step so far.
+    if version == 0 {
+        object.insert("version".to_owned(), Value::from(1));
+    }
+    Ok(value)
+}
+
+fn resolve_placeholders(
+    path: &Path,
+    value: &mut Value,
+    key: &mut Vec<String>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    match value {
+        Value::String(text) if text.contains('$') => {
+            *text = expand(text, env).map_err(|var| ConfigError::MissingEnv {
+                path: path.to_path_buf(),
+                key: key.join("."),
+                var,
+            })?;
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                key.push(i.to_string());
+                resolve_placeholders(path, item, key, env)?;
+                key.pop();
+            }
+        }
+        Value::Object(map) => {
+            for (name, item) in map.iter_mut() {
+                key.push(name.clone());
+                resolve_placeholders(path, item, key, env)?;
+                key.pop();
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
+    }
+    Ok(())
+}
+
+/// Replaces each `${VAR}` with its value; `$${` stands for a literal `${`. Returns the name of
+/// the first unset variable as the error.
+fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        if let Some(tail) = after.strip_prefix("$${") {
+            out.push_str("${");
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix("${")
+            && let Some(end) = tail.find('}')
+        {
+            let var = &tail[..end];
+            out.push_str(&env(var).ok_or_else(|| var.to_owned())?);
+            rest = &tail[end + 1..];
+        } else {
+            out.push('$');
+            rest = &after[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn deserialize_error(path: PathBuf, key: String, message: String) -> ConfigError {
+    // serde's wording: "unknown field `modee`, expected one of `mode`, `safeBins`, `timeout`"
+    // (or "expected `x`" for a single field); the path already ends with the unknown key.
+    if let Some(rest) = message.strip_prefix("unknown field `")
+        && let Some((field, expected)) = rest.split_once('`')
+    {
+        let expected: Vec<String> = expected
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect();
+        let suggestion = expected
+            .iter()
+            .map(|candidate| (strsim::jaro_winkler(field, candidate), candidate))
+            .filter(|(score, _)| *score > 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, candidate)| candidate.clone());
+        return ConfigError::UnknownKey {
+            path,
+            key,
+            suggestion,
+            expected,
+        };
+    }
+    // serde quotes the offending value ("invalid type: string `sk-...`, expected u32"); a value
+    // may be a secret, so only the expectation is kept.
+    if let Some((_, expected)) = message.split_once(", expected ")
+        && (message.starts_with("invalid type") || message.starts_with("invalid value"))
+    {
+        return ConfigError::InvalidValue {
+            path,
+            key,
+            message: format!("wrong type or value; expected {expected}"),
+        };
+    }
+    let message = match message.strip_prefix("unknown variant `") {
+        Some(rest) => match rest.split_once("`, expected ") {
+            Some((_, expected)) => format!(
+                "unknown value; allowed: {}",
+                expected.replace("one of ", "").replace('`', "")
+            ),
+            None => message,
+        },
+        None => message,
+    };
+    ConfigError::InvalidValue { path, key, message }
+}
+
+fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
+    let invalid = |key: &str, message: String| ConfigError::InvalidValue {
+        path: path.to_path_buf(),
+        key: key.to_owned(),
+        message,
+    };
+    let defaults = &config.agents.defaults;
+    if !(0.0..=2.0).contains(&defaults.temperature) {
+        return Err(invalid(
+            "agents.defaults.temperature",
+            format!("{} is out of range; allowed: 0 to 2", defaults.temperature),
+        ));
+    }
+    for (key, value, min) in [
+        ("agents.defaults.maxTokens", defaults.max_tokens, 1),
+        (
+            "agents.defaults.maxToolIterations",
+            defaults.max_tool_iterations,
+            1,
+        ),
+        (
+            "agents.defaults.contextWindowTokens",
+            defaults.context_window_tokens,
+            1024,
+        ),
+    ] {
+        if value < min {
+            return Err(invalid(
+                key,
+                format!("{value} is too small; allowed: at least {min}"),
+            ));
+        }
+    }
+    match defaults.model.split_once('/') {
+        Some((provider, model)) if !provider.is_empty() && !model.is_empty() => {}
+        Some(_) | None => {
+            return Err(invalid(
+                "agents.defaults.model",
+                format!(
+                    "{:?} is not of the form provider/model (e.g. anthropic/claude-sonnet-4-5, openai/gpt-4.1, custom/qwen3)",
+                    defaults.model
+                ),
+            ));
+        }
+    }
+    if config.tools.exec.timeout == 0 {
+        return Err(invalid(
+            "tools.exec.timeout",
+            "0 is too small; allowed: at least 1 (seconds)".to_owned(),
+        ));
+    }
+    for (name, provider) in &config.providers {
+        if let Some(base) = &provider.api_base
+            && !(base.starts_with("http://") || base.starts_with("https://"))
+        {
+            return Err(invalid(
+                &format!("providers.{name}.apiBase"),
+                "must be an http:// or https:// URL".to_owned(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn error(text: &str) -> String {
+        match parse(Path::new("/h/config.json"), text, &no_env) {
+            Ok(config) => panic!("accepted: {config:?}"),
+            Err(err) => err.to_string(),
+        }
+    }
+
+    #[test]
+    fn unknown_keys_name_the_file_the_path_and_a_suggestion() {
+        assert_eq!(
+            error(r#"{"tools": {"exec": {"modee": "full"}}}"#),
+            "/h/config.json: unknown key `tools.exec.modee`: did you mean `mode`?"
+        );
+        assert_eq!(
+            error(r#"{"agents": {"defaults": {"zzz": 1}}}"#),
+            "/h/config.json: unknown key `agents.defaults.zzz` (valid keys here: workspace, model, maxTokens, temperature, maxToolIterations, contextWindowTokens)"
+        );
+        assert_eq!(
+            error(r#"{"providers": {"openai": {"apikey": "sk-secret"}}}"#),
+            "/h/config.json: unknown key `providers.openai.apikey`: did you mean `apiKey`?"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_key_and_what_is_allowed() {
+        assert_eq!(
+            error(r#"{"tools": {"exec": {"mode": "everything"}}}"#),
+            "/h/config.json: `tools.exec.mode`: unknown value; allowed: deny, allowlist, full"
+        );
+        assert_eq!(
+            error(r#"{"agents": {"defaults": {"temperature": 3}}}"#),
+            "/h/config.json: `agents.defaults.temperature`: 3 is out of range; allowed: 0 to 2"
+        );
+        assert_eq!(
+            error(r#"{"agents": {"defaults": {"model": "gpt-4.1"}}}"#),
+            "/h/config.json: `agents.defaults.model`: \"gpt-4.1\" is not of the form provider/model (e.g. anthropic/claude-sonnet-4-5, openai/gpt-4.1, custom/qwen3)"
+        );
+        assert_eq!(
+            error(r#"{"providers": {"custom": {"apiBase": "localhost:11434"}}}"#),
+            "/h/config.json: `providers.custom.apiBase`: must be an http:// or https:// URL"
+        );
+        assert_eq!(
+            error("{\"version\": 1,\n  \"agents\": }"),
+            "/h/config.json:2:13: not valid JSON: expected value at line 2 column 13"
+        );
+        assert_eq!(
+            error(r#"{"version": 9}"#),
+            "/h/config.json: config version 9 is newer than this nanocrab understands (up to 1): upgrade nanocrab"
+        );
+    }
+
+    #[test]
+    fn secrets_never_appear_in_errors() {
+        let message = error(r#"{"providers": {"openai": {"apiKey": 12345678}}}"#);
+        assert!(!message.contains("12345678"), "{message}");
+        assert!(message.contains("providers.openai.apiKey"), "{message}");
+    }
+
+    #[test]
+    fn placeholders_resolve_in_memory_and_name_missing_variables() {
+        let env = |name: &str| (name == "KEY").then(|| "sk-live".to_owned());
+        let config = parse(
+            Path::new("c.json"),
+            r#"{"providers": {"openai": {"apiKey": "${KEY}", "apiBase": "http://h/$${x}/v1"}}}"#,
+            &env,
+        )
+        .unwrap();
+        let openai = &config.providers["openai"];
+        assert_eq!(openai.api_key.as_deref(), Some("sk-live"));
+        assert_eq!(openai.api_base.as_deref(), Some("http://h/${x}/v1"));
+        assert_eq!(
+            error(r#"{"providers": {"openai": {"apiKey": "${NOPE}"}}}"#),
+            "/h/config.json: `providers.openai.apiKey` uses ${NOPE} but the environment variable NOPE is not set"
+        );
+    }
+
+    #[test]
+    fn a_nanobot_file_without_version_is_migrated() {
+        let config = parse(
+            Path::new("c.json"),
+            r#"{"agents": {"defaults": {"model": "openrouter/anthropic/claude-sonnet-4-5", "maxToolIterations": 20}},
+                "tools": {"restrictToWorkspace": false, "exec": {"timeout": 30}}}"#,
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(config.version, 1);
+        assert_eq!(config.agents.defaults.max_tool_iterations, 20);
+        assert!(!config.tools.restrict_to_workspace);
+        assert_eq!(config.tools.exec.timeout, 30);
+    }
+
+    #[test]
+    fn a_missing_file_means_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let loaded = load(&dir.path().join("config.json"), &no_env).unwrap();
+        assert_eq!(
+            loaded,
+            Loaded {
+                config: Config::default(),
+                from_file: false
+            }
+        );
+    }
+}

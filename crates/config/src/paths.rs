@@ -1,0 +1,108 @@
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::error::ConfigError;
+
+/// Where nanocrab keeps its files: `$NANOCRAB_HOME`, default `~/.nanocrab`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    home: PathBuf,
+}
+
+impl Paths {
+    /// Resolves the home from the values of `NANOCRAB_HOME` and the user's home directory.
+    pub fn resolve(
+        nanocrab_home: Option<OsString>,
+        user_home: Option<PathBuf>,
+    ) -> Result<Self, ConfigError> {
+        if let Some(home) = nanocrab_home.filter(|h| !h.is_empty()) {
+            return Ok(Self {
+                home: expand_home(Path::new(&home), user_home.as_deref()),
+            });
+        }
+        match user_home {
+            Some(user_home) => Ok(Self {
+                home: user_home.join(".nanocrab"),
+            }),
+            None => Err(ConfigError::NoHome),
+        }
+    }
+
+    /// [`Paths::resolve`] with the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::resolve(std::env::var_os("NANOCRAB_HOME"), std::env::home_dir())
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    pub fn config_file(&self) -> PathBuf {
+        self.home.join("config.json")
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.home.join("workspace")
+    }
+
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.home.join("sessions")
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.home.join("state")
+    }
+
+    pub fn logs_dir(&self) -> PathBuf {
+        self.home.join("logs")
+    }
+}
+
+/// Expands a leading `~` (alone or followed by `/`) to `user_home`; other paths are unchanged.
+pub fn expand_home(path: &Path, user_home: Option<&Path>) -> PathBuf {
+    let Some(user_home) = user_home else {
+        return path.to_path_buf();
+    };
+    match path.strip_prefix("~") {
+        Ok(rest) => user_home.join(rest),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn home_comes_from_nanocrab_home_then_user_home() {
+        let paths = Paths::resolve(Some("/data/crab".into()), Some("/home/u".into())).unwrap();
+        assert_eq!(paths.config_file(), PathBuf::from("/data/crab/config.json"));
+        let paths = Paths::resolve(None, Some("/home/u".into())).unwrap();
+        assert_eq!(
+            paths.sessions_dir(),
+            PathBuf::from("/home/u/.nanocrab/sessions")
+        );
+        let paths = Paths::resolve(Some("~/crab".into()), Some("/home/u".into())).unwrap();
+        assert_eq!(paths.home(), Path::new("/home/u/crab"));
+        assert!(matches!(
+            Paths::resolve(None, None),
+            Err(ConfigError::NoHome)
+        ));
+    }
+
+    #[test]
+    fn tilde_is_expanded_only_as_a_whole_component() {
+        let home = Some(Path::new("/home/u"));
+        assert_eq!(
+            expand_home(Path::new("~/ws"), home),
+            PathBuf::from("/home/u/ws")
+        );
+        assert_eq!(expand_home(Path::new("~"), home), PathBuf::from("/home/u"));
+        assert_eq!(
+            expand_home(Path::new("~bob/ws"), home),
+            PathBuf::from("~bob/ws")
+        );
+        assert_eq!(expand_home(Path::new("/abs"), home), PathBuf::from("/abs"));
+    }
+}
