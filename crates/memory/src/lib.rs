@@ -1,1 +1,9 @@
-//! Memory on disk: session transcripts and workspace memory files.
+//! Memory on disk: session transcripts and the history window sent to the model.
+
+mod history;
+mod session_store;
+
+pub use history::{estimate_tokens, window};
+pub use session_store::{
+    Session, SessionEntry, SessionError, SessionMetadata, SessionStore, SessionSummary,
+};

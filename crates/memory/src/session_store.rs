@@ -1,0 +1,363 @@
+use std::io::{BufRead as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use nanocrab_schema::{ContentBlock, LlmMessage, Role, SessionKey, ToolResult, Usage};
+use serde::{Deserialize, Serialize};
+
+/// Tool results longer than this are shortened in the transcript file (never in the live
+/// loop): a transcript is for reading back, and a 5 MB `cat` output would make it unusable.
+const MAX_STORED_RESULT_CHARS: usize = 16_000;
+
+/// One message as stored: the message itself plus when and, for answers, which model and
+/// how many tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionEntry {
+    pub role: Role,
+    pub content: Vec<ContentBlock>,
+    pub timestamp: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+impl SessionEntry {
+    /// A message stamped with the current time.
+    pub fn now(message: LlmMessage) -> Self {
+        Self {
+            role: message.role,
+            content: message.content,
+            timestamp: jiff::Timestamp::now().to_string(),
+            model: None,
+            usage: None,
+        }
+    }
+
+    pub fn message(&self) -> LlmMessage {
+        LlmMessage {
+            role: self.role,
+            content: self.content.clone(),
+        }
+    }
+}
+
+/// The first line of every transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMetadata {
+    #[serde(rename = "_type")]
+    pub kind: String,
+    pub key: SessionKey,
+    pub created_at: String,
+    pub version: u32,
+}
+
+/// A transcript as loaded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    pub key: SessionKey,
+    pub metadata: Option<SessionMetadata>,
+    pub entries: Vec<SessionEntry>,
+}
+
+impl Session {
+    /// The history for the model. A run that crashed between a tool call and its result left
+    /// calls without results, which every provider rejects; each gets an error result saying so.
+    pub fn messages(&self) -> Vec<LlmMessage> {
+        let mut out: Vec<LlmMessage> = Vec::with_capacity(self.entries.len());
+        let mut pending: Vec<String> = Vec::new();
+        for entry in &self.entries {
+            let message = entry.message();
+            if !pending.is_empty() {
+                let answered: Vec<&str> = message
+                    .tool_results()
+                    .map(|r| r.tool_use_id.as_str())
+                    .collect();
+                let missing: Vec<ContentBlock> = pending
+                    .iter()
+                    .filter(|id| !answered.contains(&id.as_str()))
+                    .map(|id| ContentBlock::ToolResult(interrupted(id)))
+                    .collect();
+                pending.clear();
+                if !missing.is_empty() {
+                    if message.role == Role::User && !answered.is_empty() {
+                        let mut message = message;
+                        message.content.extend(missing);
+                        out.push(message);
+                        continue;
+                    }
+                    out.push(LlmMessage {
+                        role: Role::User,
+                        content: missing,
+                    });
+                }
+            }
+            if message.role == Role::Assistant {
+                pending = message.tool_calls().map(|c| c.id.clone()).collect();
+            }
+            out.push(message);
+        }
+        if !pending.is_empty() {
+            out.push(LlmMessage {
+                role: Role::User,
+                content: pending
+                    .iter()
+                    .map(|id| ContentBlock::ToolResult(interrupted(id)))
+                    .collect(),
+            });
+        }
+        out
+    }
+}
+
+fn interrupted(id: &str) -> ToolResult {
+    ToolResult::error(
+        id,
+        "Error: interrupted: no result was recorded for this call",
+    )
+}
+
+/// A line of `nanocrab sessions list`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    pub key: SessionKey,
+    pub messages: usize,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+    /// The first user message, shortened.
+    pub title: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot encode a session record: {0}")]
+    Encode(#[from] serde_json::Error),
+    #[error("no session {0}")]
+    NotFound(SessionKey),
+}
+
+/// Transcripts as append-only JSONL files, one per session key.
+#[derive(Debug, Clone)]
+pub struct SessionStore {
+    dir: PathBuf,
+}
+
+impl SessionStore {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    pub fn path(&self, key: &SessionKey) -> PathBuf {
+        self.dir.join(format!("{key}.jsonl"))
+    }
+
+    pub fn exists(&self, key: &SessionKey) -> bool {
+        self.path(key).is_file()
+    }
+
+    /// Loads a transcript; a missing one is empty. Lines that do not parse (a torn last line
+    /// after a crash, a hand edit gone wrong) are skipped with a warning, never fatal.
+    pub fn load(&self, key: &SessionKey) -> Result<Session, SessionError> {
+        let path = self.path(key);
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Session {
+                    key: key.clone(),
+                    metadata: None,
+                    entries: Vec::new(),
+                });
+            }
+            Err(source) => {
+                return Err(SessionError::Io {
+                    action: "read",
+                    path,
+                    source,
+                });
+            }
+        };
+        let mut metadata = None;
+        let mut entries = Vec::new();
+        for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
+            let line = line.map_err(|source| SessionError::Io {
+                action: "read",
+                path: path.clone(),
+                source,
+            })?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            if index == 0
+                && let Ok(meta) = serde_json::from_str::<SessionMetadata>(&line)
+            {
+                metadata = Some(meta);
+                continue;
+            }
+            match serde_json::from_str::<SessionEntry>(&line) {
+                Ok(entry) => entries.push(entry),
+                Err(err) => tracing::warn!(
+                    "{}:{}: skipping an unreadable line ({err})",
+                    path.display(),
+                    index + 1
+                ),
+            }
+        }
+        Ok(Session {
+            key: key.clone(),
+            metadata,
+            entries,
+        })
+    }
+
+    /// Appends entries, writing the metadata line first for a new transcript. Each call ends
+    /// with the data on disk, so what a run did survives a crash right after.
+    pub fn append(&self, key: &SessionKey, entries: &[SessionEntry]) -> Result<(), SessionError> {
+        let path = self.path(key);
+        let io = |action, source| SessionError::Io {
+            action,
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&self.dir).map_err(|e| io("create", e))?;
+        let mut buf = Vec::new();
+        // A file that exists but is empty (a crash right after creation) needs the header too.
+        let is_new = std::fs::metadata(&path)
+            .map(|m| m.len() == 0)
+            .unwrap_or(true);
+        if is_new {
+            let meta = SessionMetadata {
+                kind: "metadata".to_owned(),
+                key: key.clone(),
+                created_at: jiff::Timestamp::now().to_string(),
+                version: 1,
+            };
+            serde_json::to_writer(&mut buf, &meta)?;
+            buf.push(b'\n');
+        }
+        for entry in entries {
+            serde_json::to_writer(&mut buf, &for_storage(entry))?;
+            buf.push(b'\n');
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| io("open", e))?;
+        // A previous crash may have torn the last line; start on a fresh line so this record
+        // stays readable.
+        if !is_new && ends_without_newline(&path) {
+            file.write_all(b"\n").map_err(|e| io("write", e))?;
+        }
+        file.write_all(&buf).map_err(|e| io("write", e))?;
+        file.sync_data().map_err(|e| io("sync", e))?;
+        Ok(())
+    }
+
+    /// Every transcript, most recently updated first.
+    pub fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
+        let read_dir = match std::fs::read_dir(&self.dir) {
+            Ok(read_dir) => read_dir,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(SessionError::Io {
+                    action: "list",
+                    path: self.dir.clone(),
+                    source,
+                });
+            }
+        };
+        let mut out = Vec::new();
+        for entry in read_dir.flatten() {
+            let name = entry.file_name();
+            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            let Ok(key) = SessionKey::parse(stem) else {
+                continue;
+            };
+            let session = self.load(&key)?;
+            let title = session
+                .entries
+                .iter()
+                .find(|e| e.role == Role::User && !e.message().text().is_empty())
+                .map(|e| e.message().text().chars().take(60).collect())
+                .unwrap_or_default();
+            out.push(SessionSummary {
+                key,
+                messages: session.entries.len(),
+                created_at: session.metadata.map(|m| m.created_at),
+                updated_at: session.entries.last().map(|e| e.timestamp.clone()),
+                title,
+            });
+        }
+        out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.key.cmp(&b.key)));
+        Ok(out)
+    }
+
+    /// Moves the transcript to `archive/<key>.<timestamp>.jsonl` so the next turn starts
+    /// fresh and nothing is lost. Returns where it went, or `None` if there was none.
+    pub fn reset(&self, key: &SessionKey) -> Result<Option<PathBuf>, SessionError> {
+        let path = self.path(key);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let archive = self.dir.join("archive");
+        std::fs::create_dir_all(&archive).map_err(|source| SessionError::Io {
+            action: "create",
+            path: archive.clone(),
+            source,
+        })?;
+        let stamp = jiff::Timestamp::now()
+            .strftime("%Y%m%dT%H%M%S%.fZ")
+            .to_string();
+        let target = archive.join(format!("{key}.{stamp}.jsonl"));
+        std::fs::rename(&path, &target).map_err(|source| SessionError::Io {
+            action: "archive",
+            path,
+            source,
+        })?;
+        Ok(Some(target))
+    }
+}
+
+fn ends_without_newline(path: &Path) -> bool {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::End(-1)).is_ok() && file.read_exact(&mut last).is_ok() && last[0] != b'\n'
+}
+
+fn for_storage(entry: &SessionEntry) -> std::borrow::Cow<'_, SessionEntry> {
+    let too_long = entry.content.iter().any(|block| {
+        matches!(block, ContentBlock::ToolResult(r) if r.content.chars().count() > MAX_STORED_RESULT_CHARS)
+    });
+    if !too_long {
+        return std::borrow::Cow::Borrowed(entry);
+    }
+    let mut entry = entry.clone();
+    for block in &mut entry.content {
+        if let ContentBlock::ToolResult(result) = block {
+            let total = result.content.chars().count();
+            if total > MAX_STORED_RESULT_CHARS {
+                let head: String = result
+                    .content
+                    .chars()
+                    .take(MAX_STORED_RESULT_CHARS)
+                    .collect();
+                result.content = format!(
+                    "{head}\n[transcript note: result shortened from {total} to {MAX_STORED_RESULT_CHARS} characters; the model saw all of it]"
+                );
+            }
+        }
+    }
+    std::borrow::Cow::Owned(entry)
+}
