@@ -1,6 +1,8 @@
 use async_trait::async_trait;
 use nanocrab_schema::{ContentBlock, LlmMessage, StopReason, ToolDef, Usage};
 
+use crate::error::ProviderError;
+
 /// One model call, provider-neutral.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatRequest {
@@ -33,12 +35,6 @@ pub enum ProviderDelta {
 
 /// Where an adapter pushes [`ProviderDelta`]s as they arrive.
 pub type DeltaSink<'a> = &'a mut (dyn FnMut(ProviderDelta) + Send);
-
-#[derive(Debug, thiserror::Error)]
-pub enum ProviderError {
-    #[error("{0}")]
-    Placeholder(String),
-}
 
 /// A language model behind some wire protocol.
 #[async_trait]

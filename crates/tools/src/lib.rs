@@ -1,7 +1,21 @@
-//! Tools the agent can call.
+//! Tools the agent can call, and the built-in set: read_file, write_file, edit_file,
+//! list_dir and exec, each checked by nanocrab-policy before it touches anything.
 
+mod arguments;
+mod atomic_write;
+mod builtin;
+mod edit_file;
+mod exec;
+mod list_dir;
+mod read_file;
 mod registry;
 mod tool;
+mod write_file;
 
+pub use builtin::{ToolSetupError, builtin_registry};
+pub use edit_file::EditFileTool;
+pub use exec::{ExecTool, MAX_OUTPUT_CHARS, PASSED_ENV_VARS};
+pub use list_dir::{ListDirTool, MAX_ENTRIES};
+pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
 pub use registry::ToolRegistry;
 pub use tool::{Tool, ToolContext, ToolError};

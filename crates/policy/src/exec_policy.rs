@@ -1,0 +1,326 @@
+//! Whether `exec` may run a command, decided on bash's own syntax tree (brush-parser), never on
+//! regexes or shlex-style splitting, which read `|`, `&&` and `$(...)` as plain words.
+//!
+//! In allowlist mode the analysis yields the exact argv of every pipeline segment, and `exec`
+//! runs those argv lists itself with no shell, so what runs is exactly what was checked.
+
+use std::path::Path;
+
+use brush_parser::ast::{
+    AndOr, Command, CommandPrefixOrSuffixItem, CompoundCommand, IoRedirect, SeparatorOperator,
+};
+use brush_parser::{Parser, ParserOptions};
+use nanocrab_config::{ExecConfig, ExecMode};
+
+use crate::path_guard::PathGuard;
+use crate::program_rules::{refused_arguments, refused_program};
+use crate::shell_word::literal_value;
+
+/// OpenClaw's safe bins plus a few read-only ones; docs/security.md justifies each.
+pub const DEFAULT_SAFE_BINS: &[&str] = &[
+    "jq", "grep", "cut", "sort", "uniq", "head", "tail", "tr", "wc", "echo", "cat", "ls", "pwd",
+    "date", "true", "basename", "dirname", "nl", "rev",
+];
+
+/// Why the exec policy could not be built from the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecPolicyError {
+    #[error(
+        "tools.exec.safeBins: `{0}` is not a program name; list bare names such as `jq` (no \
+         paths, no spaces)"
+    )]
+    BadSafeBin(String),
+}
+
+/// A refused command and exactly why, worded for the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Denial {
+    message: String,
+}
+
+impl Denial {
+    fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// What `exec` will run once a command is accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecPlan {
+    /// Allowlist mode: the argv of each segment of a pipeline, run directly, no shell.
+    Pipeline(Vec<Vec<String>>),
+    /// Full mode: the command as given, for `sh -c`.
+    Shell(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecPolicy {
+    mode: ExecMode,
+    safe_bins: Vec<String>,
+}
+
+impl ExecPolicy {
+    pub fn new(config: &ExecConfig) -> Result<Self, ExecPolicyError> {
+        let safe_bins = match &config.safe_bins {
+            Some(configured) => configured.clone(),
+            None => DEFAULT_SAFE_BINS.iter().map(|b| (*b).to_owned()).collect(),
+        };
+        if let Some(bad) = safe_bins
+            .iter()
+            .find(|b| b.is_empty() || b.contains('/') || b.contains(char::is_whitespace))
+        {
+            return Err(ExecPolicyError::BadSafeBin(bad.clone()));
+        }
+        Ok(Self {
+            mode: config.mode,
+            safe_bins,
+        })
+    }
+
+    pub fn mode(&self) -> ExecMode {
+        self.mode
+    }
+
+    pub fn safe_bins(&self) -> &[String] {
+        &self.safe_bins
+    }
+
+    /// Decides whether `command` may run in `cwd` (already checked by the guard). With
+    /// `restrictToWorkspace` on, every argument that names a path must pass `guard`.
+    pub fn analyze(
+        &self,
+        command: &str,
+        cwd: &Path,
+        guard: &PathGuard,
+    ) -> Result<ExecPlan, Denial> {
+        if command.trim().is_empty() {
+            return Err(Denial::new("the command is empty"));
+        }
+        match self.mode {
+            ExecMode::Deny => Err(Denial::new(
+                "exec is disabled by configuration (tools.exec.mode is \"deny\"); no command \
+                 can run",
+            )),
+            ExecMode::Full => Ok(ExecPlan::Shell(command.to_owned())),
+            ExecMode::Allowlist => self.analyze_allowlist(command, cwd, guard),
+        }
+    }
+
+    fn analyze_allowlist(
+        &self,
+        command: &str,
+        cwd: &Path,
+        guard: &PathGuard,
+    ) -> Result<ExecPlan, Denial> {
+        let program = Parser::new(std::io::Cursor::new(command), &ParserOptions::default())
+            .parse_program()
+            .map_err(|err| {
+                Denial::new(format!(
+                    "cannot parse the command as shell syntax ({err}); check quotes and brackets"
+                ))
+            })?;
+        const SEVERAL: &str = "several commands (`;` or a newline) are not allowed in allowlist \
+                               mode: run each command separately";
+        let [list] = program.complete_commands.as_slice() else {
+            return Err(match program.complete_commands.len() {
+                0 => Denial::new("the command is empty (only a comment?)"),
+                _ => Denial::new(SEVERAL),
+            });
+        };
+        if let Some(item) = list
+            .0
+            .iter()
+            .find(|item| matches!(item.1, SeparatorOperator::Async))
+        {
+            return Err(Denial::new(format!(
+                "`&` (background) is not allowed in allowlist mode: commands run in the \
+                 foreground (in `{}`)",
+                item.0
+            )));
+        }
+        let [item] = list.0.as_slice() else {
+            return Err(Denial::new(SEVERAL));
+        };
+        let and_or = &item.0;
+        if let Some(next) = and_or.additional.first() {
+            return Err(Denial::new(match next {
+                AndOr::And(_) => {
+                    "`&&` is not allowed in allowlist mode: run each command separately"
+                }
+                AndOr::Or(_) => {
+                    "`||` is not allowed in allowlist mode: run each command separately"
+                }
+            }));
+        }
+        let pipeline = &and_or.first;
+        if pipeline.timed.is_some() {
+            return Err(Denial::new(
+                "`time` is not allowed in allowlist mode: run the command without it",
+            ));
+        }
+        if pipeline.bang {
+            return Err(Denial::new(
+                "`!` (negation) is not allowed in allowlist mode: run the command without it",
+            ));
+        }
+        let mut segments = Vec::with_capacity(pipeline.seq.len());
+        for segment in &pipeline.seq {
+            segments.push(self.check_segment(segment, cwd, guard)?);
+        }
+        Ok(ExecPlan::Pipeline(segments))
+    }
+
+    fn check_segment(
+        &self,
+        segment: &Command,
+        cwd: &Path,
+        guard: &PathGuard,
+    ) -> Result<Vec<String>, Denial> {
+        let simple = match segment {
+            Command::Simple(simple) => simple,
+            Command::Compound(compound, _) => {
+                let what = match compound {
+                    CompoundCommand::Subshell(_) => {
+                        return Err(Denial::new(
+                            "subshells `( ... )` are not allowed in allowlist mode: run the \
+                             command directly",
+                        ));
+                    }
+                    CompoundCommand::BraceGroup(_) => {
+                        return Err(Denial::new(
+                            "brace groups `{ ...; }` are not allowed in allowlist mode: run the \
+                             command directly",
+                        ));
+                    }
+                    CompoundCommand::Arithmetic(_) => "`(( ... ))`",
+                    CompoundCommand::ArithmeticForClause(_) | CompoundCommand::ForClause(_) => {
+                        "`for`"
+                    }
+                    CompoundCommand::CaseClause(_) => "`case`",
+                    CompoundCommand::IfClause(_) => "`if`",
+                    CompoundCommand::WhileClause(_) => "`while`",
+                    CompoundCommand::UntilClause(_) => "`until`",
+                    CompoundCommand::Coprocess(_) => "`coproc`",
+                };
+                return Err(Denial::new(format!(
+                    "shell control structures ({what}) are not allowed in allowlist mode: run \
+                     plain commands, one at a time"
+                )));
+            }
+            Command::Function(_) => {
+                return Err(Denial::new(
+                    "function definitions are not allowed in allowlist mode: run plain commands",
+                ));
+            }
+            Command::ExtendedTest(..) => {
+                return Err(Denial::new(
+                    "`[[ ... ]]` tests are not allowed in allowlist mode: run plain commands",
+                ));
+            }
+        };
+        let prefix = simple.prefix.iter().flat_map(|p| p.0.iter());
+        let suffix = simple.suffix.iter().flat_map(|s| s.0.iter());
+        let mut raw_words = Vec::new();
+        for item in prefix {
+            raw_words.push(check_item(item)?);
+        }
+        let Some(program_word) = &simple.word_or_name else {
+            return Err(Denial::new("the command is empty"));
+        };
+        raw_words.push(program_word.value.as_str());
+        for item in suffix {
+            raw_words.push(check_item(item)?);
+        }
+        let mut argv = Vec::with_capacity(raw_words.len());
+        for raw in raw_words {
+            argv.push(literal_value(raw, guard.home()).map_err(Denial::new)?);
+        }
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| Denial::new("the command is empty"))?;
+        if program.contains('/') {
+            return Err(Denial::new(format!(
+                "`{program}`: programs must be named without a path in allowlist mode (`cat`, \
+                 not `/bin/cat` or `./cat`); safe bins are looked up in PATH"
+            )));
+        }
+        if let Some(reason) = refused_program(program) {
+            return Err(Denial::new(reason));
+        }
+        if !self.safe_bins.iter().any(|bin| bin == program) {
+            return Err(Denial::new(format!(
+                "`{program}` is not a safe bin; allowlist mode runs only: {} (tools.exec.safeBins \
+                 and tools.exec.mode change this)",
+                self.safe_bins.join(", ")
+            )));
+        }
+        if let Some(reason) = refused_arguments(program, args) {
+            return Err(Denial::new(reason));
+        }
+        if guard.restricts_to_workspace() {
+            let mut options_ended = false;
+            for arg in args {
+                let named_path = if options_ended || !arg.starts_with('-') || arg == "-" {
+                    Some(arg.as_str())
+                } else if arg == "--" {
+                    options_ended = true;
+                    None
+                } else if let Some((_, value)) = arg.split_once('=') {
+                    Some(value)
+                } else {
+                    // A value glued to a short option (`-f/etc/x`, `-f../x`).
+                    arg.find(['/', '~', '.']).map(|at| &arg[at..])
+                };
+                let Some(named_path) = named_path.filter(|p| !p.is_empty() && *p != "-") else {
+                    continue;
+                };
+                let looks_like_path = named_path.starts_with(['/', '~', '.'])
+                    || named_path.contains('/')
+                    // A bare name is still checked when it exists: it may be a symlink out.
+                    || std::fs::symlink_metadata(cwd.join(named_path)).is_ok();
+                if looks_like_path {
+                    guard
+                        .check_argument(cwd, named_path)
+                        .map_err(|denial| Denial::new(format!("`{program}`: {denial}")))?;
+                }
+            }
+        }
+        Ok(argv)
+    }
+}
+
+/// The raw word of a prefix/suffix item, or why the item is refused.
+fn check_item(item: &CommandPrefixOrSuffixItem) -> Result<&str, Denial> {
+    match item {
+        CommandPrefixOrSuffixItem::Word(word) => Ok(word.value.as_str()),
+        CommandPrefixOrSuffixItem::AssignmentWord(_, word) => Err(Denial::new(format!(
+            "variable assignments (`{}`) are not allowed in allowlist mode: the environment is \
+             fixed",
+            word.value
+        ))),
+        CommandPrefixOrSuffixItem::ProcessSubstitution(..) => Err(Denial::new(
+            "process substitution `<(...)`/`>(...)` is not allowed in allowlist mode: run the \
+             inner command separately",
+        )),
+        CommandPrefixOrSuffixItem::IoRedirect(redirect) => {
+            let what = match redirect {
+                IoRedirect::HereDocument(..) => "heredocs (`<<`)".to_owned(),
+                IoRedirect::HereString(..) => "here-strings (`<<<`)".to_owned(),
+                IoRedirect::File(..) | IoRedirect::OutputAndError(..) => {
+                    format!("redirection `{redirect}`")
+                }
+            };
+            Err(Denial::new(format!(
+                "{what} is not allowed in allowlist mode: use read_file and write_file for \
+                 files, or pipe with `|`"
+            )))
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Which files the tools may read and write.
+//!
+//! Every path is resolved the way the kernel will resolve it when the tool opens it: `~`
+//! expanded, made absolute, and walked component by component with symlinks followed (also
+//! dangling ones, whose target a write would create) and `..` applied to the real parent of
+//! what is already resolved. Only the part that does not exist yet is taken lexically. The
+//! check then runs on that result, and the tools open the result, not what was asked, so a
+//! path cannot mean one thing to the check and another to the open.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use nanocrab_config::ToolsConfig;
+
+/// Symlinks followed in one resolution before giving up, as Linux's `MAXSYMLINKS`.
+const MAX_SYMLINK_HOPS: usize = 40;
+
+/// Why the guard could not be built from the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum PathGuardError {
+    #[error("the workspace must be an absolute path, got {0}")]
+    RelativeWorkspace(PathBuf),
+    #[error("tools.{key}: cannot use `{path}`: {reason}")]
+    BadConfiguredPath {
+        key: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+}
+
+/// A refused path: what was asked, what it resolved to (when it got that far) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PathDenial {
+    message: String,
+}
+
+impl PathDenial {
+    fn new(message: String) -> Self {
+        Self { message }
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// Whether a path is about to be read or written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Read => f.write_str("read"),
+            Self::Write => f.write_str("write"),
+        }
+    }
+}
+
+/// The file-access policy of one agent: workspace confinement, extra allowed roots and
+/// read-only (protected) paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathGuard {
+    workspace: PathBuf,
+    restrict_to_workspace: bool,
+    allowed: Vec<PathBuf>,
+    protected: Vec<PathBuf>,
+    home: Option<PathBuf>,
+}
+
+impl PathGuard {
+    /// `workspace` must be absolute. Configured allowed and protected paths may use `~` and may
+    /// be relative to the workspace; they are resolved (symlinks included) once, here.
+    pub fn new(
+        workspace: &Path,
+        config: &ToolsConfig,
+        home: Option<&Path>,
+    ) -> Result<Self, PathGuardError> {
+        if !workspace.is_absolute() {
+            return Err(PathGuardError::RelativeWorkspace(workspace.to_path_buf()));
+        }
+        let workspace =
+            resolve_absolute(workspace).map_err(|reason| PathGuardError::BadConfiguredPath {
+                key: "workspace",
+                path: workspace.to_path_buf(),
+                reason,
+            })?;
+        let mut guard = Self {
+            workspace,
+            restrict_to_workspace: config.restrict_to_workspace,
+            allowed: Vec::new(),
+            protected: Vec::new(),
+            home: home.map(Path::to_path_buf),
+        };
+        for (key, configured, into_protected) in [
+            ("allowedPaths", &config.allowed_paths, false),
+            ("protectedPaths", &config.protected_paths, true),
+        ] {
+            for path in configured {
+                let resolved = guard
+                    .resolve(&guard.workspace.clone(), path, true)
+                    .map_err(|reason| PathGuardError::BadConfiguredPath {
+                        key,
+                        path: path.clone(),
+                        reason,
+                    })?;
+                if into_protected {
+                    guard.protected.push(resolved);
+                } else {
+                    guard.allowed.push(resolved);
+                }
+            }
+        }
+        Ok(guard)
+    }
+
+    /// The workspace, resolved (symlinks followed).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The user's home, for `~`.
+    pub fn home(&self) -> Option<&Path> {
+        self.home.as_deref()
+    }
+
+    pub fn restricts_to_workspace(&self) -> bool {
+        self.restrict_to_workspace
+    }
+
+    /// A path a tool was given (`~` expanded, relative to the workspace) that it will read.
+    /// Returns the resolved path, which is what the tool must open.
+    pub fn check_read(&self, asked: &str) -> Result<PathBuf, PathDenial> {
+        self.check(&self.workspace, asked, true, Access::Read)
+    }
+
+    /// As [`Self::check_read`], for a write: protected paths are refused as well.
+    pub fn check_write(&self, asked: &str) -> Result<PathBuf, PathDenial> {
+        self.check(&self.workspace, asked, true, Access::Write)
+    }
+
+    /// A command argument a program will open relative to its working directory `cwd`.
+    /// No `~` expansion: the shell-word evaluation already did it where a shell would.
+    pub fn check_argument(&self, cwd: &Path, argument: &str) -> Result<PathBuf, PathDenial> {
+        self.check(cwd, argument, false, Access::Read)
+    }
+
+    fn check(
+        &self,
+        base: &Path,
+        asked: &str,
+        expand_tilde: bool,
+        access: Access,
+    ) -> Result<PathBuf, PathDenial> {
+        if asked.is_empty() {
+            return Err(PathDenial::new(format!("cannot {access} an empty path")));
+        }
+        let resolved = self
+            .resolve(base, Path::new(asked), expand_tilde)
+            .map_err(|reason| PathDenial::new(format!("cannot {access} `{asked}`: {reason}")))?;
+        if self.restrict_to_workspace
+            && !resolved.starts_with(&self.workspace)
+            && !self.allowed.iter().any(|root| resolved.starts_with(root))
+        {
+            let allowed = if self.allowed.is_empty() {
+                "no other paths are allowed (tools.allowedPaths)".to_owned()
+            } else {
+                let allowed: Vec<String> = self
+                    .allowed
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                format!("also allowed: {}", allowed.join(", "))
+            };
+            return Err(PathDenial::new(format!(
+                "cannot {access} `{asked}`: it resolves to {}, which is outside the workspace {}; \
+                 {allowed}",
+                resolved.display(),
+                self.workspace.display(),
+            )));
+        }
+        if access == Access::Write
+            && let Some(protected) = self.protected.iter().find(|p| resolved.starts_with(p))
+        {
+            return Err(PathDenial::new(format!(
+                "cannot write `{asked}`: it resolves to {}, inside the protected path {}, which \
+                 is read-only (tools.protectedPaths)",
+                resolved.display(),
+                protected.display(),
+            )));
+        }
+        Ok(resolved)
+    }
+
+    fn resolve(&self, base: &Path, asked: &Path, expand_tilde: bool) -> Result<PathBuf, String> {
+        let mut components = asked.components();
+        let absolute = match components.next() {
+            Some(Component::Normal(first)) if expand_tilde && first == "~" => {
+                let home = self
+                    .home
+                    .as_deref()
+                    .ok_or("`~` cannot be expanded because the user's home directory is unknown")?;
+                home.join(components.as_path())
+            }
+            Some(Component::Normal(first))
+                if expand_tilde && first.to_string_lossy().starts_with('~') =>
+            {
+                return Err(format!(
+                    "`{}` (another user's home) is not supported; use an absolute path",
+                    first.to_string_lossy()
+                ));
+            }
+            _ => base.join(asked),
+        };
+        resolve_absolute(&absolute)
+    }
+}
+
+/// Walks `path` as the kernel would: existing components with symlinks followed, `..` taken
+/// on the real parent, the first missing component and everything after it lexically.
+fn resolve_absolute(path: &Path) -> Result<PathBuf, String> {
+    let mut pending: VecDeque<OsString> = VecDeque::new();
+    push_components(&mut pending, path, false);
+    let mut resolved = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(name) = pending.pop_front() {
+        if name == ".." {
+            resolved.pop();
+            continue;
+        }
+        let candidate = resolved.join(&name);
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                hops += 1;
+                if hops > MAX_SYMLINK_HOPS {
+                    return Err(format!(
+                        "too many levels of symbolic links at {}",
+                        candidate.display()
+                    ));
+                }
+                let target = std::fs::read_link(&candidate).map_err(|err| {
+                    format!("cannot read the symlink {}: {err}", candidate.display())
+                })?;
+                if target.is_absolute() {
+                    resolved = PathBuf::from("/");
+                }
+                push_components(&mut pending, &target, true);
+            }
+            // Missing (or unreadable) components stay lexical; nothing below them can be a
+            // symlink the guard has not seen, because they do not exist yet.
+            Ok(_) | Err(_) => resolved = candidate,
+        }
+    }
+    Ok(resolved)
+}
+
+/// Queues `path`'s components (`.` dropped, `..` kept for the walk) in front of the pending
+/// ones when `in_front`, otherwise after them.
+fn push_components(pending: &mut VecDeque<OsString>, path: &Path, in_front: bool) {
+    let names: Vec<OsString> = path
+        .components()
+        .filter_map(|component| match component {
+            Component::Normal(name) => Some(name.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect();
+    if in_front {
+        for name in names.into_iter().rev() {
+            pending.push_front(name);
+        }
+    } else {
+        pending.extend(names);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn dotdot_past_the_root_stays_at_the_root() {
+        assert_eq!(
+            resolve_absolute(Path::new("/../../nonexistent-xyz/../a")).unwrap(),
+            PathBuf::from("/a")
+        );
+    }
+
+    #[test]
+    fn symlink_loops_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        std::os::unix::fs::symlink(dir.path().join("b"), &a).unwrap();
+        std::os::unix::fs::symlink(&a, dir.path().join("b")).unwrap();
+        let err = resolve_absolute(&a.join("x")).unwrap_err();
+        assert!(
+            err.starts_with("too many levels of symbolic links"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,186 @@
+use std::time::Duration;
+
+/// Why a model call failed. Messages name the provider, the status and what to do, and never
+/// contain the API key: provider messages are passed through [`redact`] first.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("{provider}: HTTP {status}: {message}{}. {hint}", attempts_note(*.attempts))]
+    Status {
+        provider: String,
+        status: u16,
+        message: String,
+        hint: String,
+        attempts: u32,
+        retry_after: Option<Duration>,
+    },
+    #[error(
+        "{provider}: cannot reach {url}: {detail}{}. Is the server running, and is providers.{provider}.apiBase right?",
+        attempts_note(*.attempts)
+    )]
+    Connect {
+        provider: String,
+        url: String,
+        detail: String,
+        attempts: u32,
+    },
+    /// An error the provider reported inside a stream (Anthropic `event: error`, an OpenAI
+    /// chunk with `error`).
+    #[error("{provider}: {kind}: {message}{}", attempts_note(*.attempts))]
+    Api {
+        provider: String,
+        kind: String,
+        message: String,
+        retriable: bool,
+        attempts: u32,
+    },
+    #[error("{provider}: the response stream broke off: {detail}")]
+    Stream { provider: String, detail: String },
+    #[error("{provider}: cannot build the HTTP client: {detail}")]
+    Client { provider: String, detail: String },
+    #[error(
+        "model {model:?} is not of the form provider/model (e.g. anthropic/claude-sonnet-4-5, openai/gpt-4.1, custom/qwen3)"
+    )]
+    BadModelName { model: String },
+    #[error("unknown provider {name:?} in model {model:?}{}; known providers: {}", suggestion.as_ref().map(|s| format!(" (did you mean {s:?}?)")).unwrap_or_default(), known.join(", "))]
+    UnknownProvider {
+        name: String,
+        model: String,
+        suggestion: Option<String>,
+        known: Vec<String>,
+    },
+    #[error(
+        "no API key for {provider} (model {model}). Configure one of:\n  \
+         - export {env_var}=...\n  \
+         - run `nanocrab onboard`, then set providers.{provider}.apiKey in config.json\n  \
+         - use a local OpenAI-compatible server (Ollama, vLLM, LM Studio): set providers.custom.apiBase \
+           to e.g. http://localhost:11434/v1 and agents.defaults.model to custom/<model>"
+    )]
+    MissingKey {
+        provider: String,
+        model: String,
+        env_var: String,
+    },
+    #[error(
+        "{provider} needs an endpoint: set providers.{provider}.apiBase in config.json (e.g. http://localhost:11434/v1 for Ollama)"
+    )]
+    MissingApiBase { provider: String },
+}
+
+fn attempts_note(attempts: u32) -> String {
+    if attempts > 1 {
+        format!(" (after {attempts} attempts)")
+    } else {
+        String::new()
+    }
+}
+
+impl ProviderError {
+    /// Worth trying again: rate limits, overloads, server errors and lost connections.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Self::Status { status, .. } => {
+                matches!(status, 408 | 409 | 425 | 429) || *status >= 500
+            }
+            Self::Connect { .. } => true,
+            Self::Api { retriable, .. } => *retriable,
+            Self::Stream { .. }
+            | Self::Client { .. }
+            | Self::BadModelName { .. }
+            | Self::UnknownProvider { .. }
+            | Self::MissingKey { .. }
+            | Self::MissingApiBase { .. } => false,
+        }
+    }
+
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Status { retry_after, .. } => *retry_after,
+            Self::Connect { .. }
+            | Self::Api { .. }
+            | Self::Stream { .. }
+            | Self::Client { .. }
+            | Self::BadModelName { .. }
+            | Self::UnknownProvider { .. }
+            | Self::MissingKey { .. }
+            | Self::MissingApiBase { .. } => None,
+        }
+    }
+
+    pub(crate) fn set_attempts(&mut self, n: u32) {
+        match self {
+            Self::Status { attempts, .. }
+            | Self::Connect { attempts, .. }
+            | Self::Api { attempts, .. } => *attempts = n,
+            Self::Stream { .. }
+            | Self::Client { .. }
+            | Self::BadModelName { .. }
+            | Self::UnknownProvider { .. }
+            | Self::MissingKey { .. }
+            | Self::MissingApiBase { .. } => {}
+        }
+    }
+}
+
+/// What to tell the user for an HTTP status.
+pub(crate) fn status_hint(provider: &str, env_var: Option<&str>, status: u16) -> String {
+    match status {
+        401 | 403 => match env_var {
+            Some(var) => format!(
+                "Check providers.{provider}.apiKey in config.json or the {var} environment variable"
+            ),
+            None => format!("Check providers.{provider}.apiKey in config.json"),
+        },
+        404 => format!("Check the model name and providers.{provider}.apiBase"),
+        400 | 413 | 422 => "The provider rejected the request".to_owned(),
+        429 => "Rate limited: wait a little, or check your plan's limits".to_owned(),
+        _ if status >= 500 => "The provider is having trouble: try again later".to_owned(),
+        _ => "Unexpected answer from the provider".to_owned(),
+    }
+}
+
+/// Removes the API key, and anything that looks like one, from a provider's message: OpenAI's
+/// 401 echoes a masked key, and a proxy may echo the header.
+pub(crate) fn redact(message: &str, api_key: Option<&str>) -> String {
+    let mut out = match api_key {
+        Some(key) if !key.is_empty() => message.replace(key, "[redacted]"),
+        Some(_) | None => message.to_owned(),
+    };
+    for prefix in ["sk-", "sk_", "gsk_", "xai-"] {
+        let mut from = 0;
+        while let Some(found) = out[from..].find(prefix) {
+            let start = from + found;
+            let end = out[start..]
+                .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ',' | ')'))
+                .map_or(out.len(), |n| start + n);
+            let end = if out[..end].ends_with('.') {
+                end - 1
+            } else {
+                end
+            };
+            out.replace_range(start..end, "[redacted]");
+            from = start + "[redacted]".len();
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn keys_are_redacted_from_provider_messages() {
+        assert_eq!(
+            redact(
+                "Incorrect API key provided: sk-test-****rint. You can find your API key at x.",
+                Some("sk-test-secret")
+            ),
+            "Incorrect API key provided: [redacted]. You can find your API key at x."
+        );
+        assert_eq!(
+            redact("bad key my-raw-key!", Some("my-raw-key")),
+            "bad key [redacted]!"
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! Adapters over HTTP against the loopback mock: request bodies, retries, status errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use nanocrab_config::{Config, ProviderConfig};
+use nanocrab_provider::{ChatRequest, Protocol, RetryPolicy, request_body, resolve_model};
+use nanocrab_schema::{ContentBlock, LlmMessage, Role, ToolCall, ToolDef, ToolResult};
+use nanocrab_testkit::{MockLlm, Reply};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+const KEY: &str = "sk-test-http-5ecret";
+
+fn conversation() -> ChatRequest {
+    ChatRequest {
+        model: "m".into(),
+        system: "You are nanocrab.".into(),
+        messages: vec![
+            LlmMessage::user("list my files"),
+            LlmMessage {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::text("Looking."),
+                    ContentBlock::ToolUse(ToolCall {
+                        id: "call_1".into(),
+                        name: "list_dir".into(),
+                        input: json!({"path": "."}),
+                    }),
+                ],
+            },
+            LlmMessage {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult(ToolResult::error(
+                    "call_1",
+                    "Error: denied",
+                ))],
+            },
+        ],
+        tools: vec![ToolDef {
+            name: "list_dir".into(),
+            description: "List a directory.".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }],
+        max_tokens: 1024,
+        temperature: Some(0.5),
+    }
+}
+
+#[test]
+fn request_bodies() {
+    insta::assert_json_snapshot!(
+        "anthropic_body",
+        request_body(Protocol::AnthropicMessages, &conversation())
+    );
+    insta::assert_json_snapshot!(
+        "openai_body",
+        request_body(Protocol::OpenAiChat, &conversation())
+    );
+}
+
+fn config(provider: &str, base: String) -> Config {
+    let mut config = Config::default();
+    config.providers.insert(
+        provider.into(),
+        ProviderConfig {
+            api_key: Some(KEY.into()),
+            api_base: Some(base),
+            ..ProviderConfig::default()
+        },
+    );
+    config
+}
+
+fn fast() -> RetryPolicy {
+    RetryPolicy {
+        max_retries: 3,
+        base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+    }
+}
+
+async fn chat(
+    provider: &str,
+    mock: &MockLlm,
+) -> Result<(String, nanocrab_provider::ChatResponse), nanocrab_provider::ProviderError> {
+    let base = if provider == "anthropic" {
+        mock.anthropic_base()
+    } else {
+        mock.openai_base()
+    };
+    let resolved = resolve_model(
+        &format!("{provider}/m"),
+        &config(provider, base),
+        &|_| None,
+        fast(),
+    )
+    .unwrap();
+    let mut streamed = String::new();
+    let response = resolved
+        .provider
+        .chat(&conversation(), &mut |delta| {
+            if let nanocrab_provider::ProviderDelta::Text(t) = delta {
+                streamed.push_str(&t);
+            }
+        })
+        .await?;
+    Ok((streamed, response))
+}
+
+#[tokio::test]
+async fn both_adapters_stream_text_and_send_their_auth() {
+    for provider in ["anthropic", "openai"] {
+        let mock = MockLlm::start().await;
+        mock.push(Reply::text("Hello there"));
+        let (streamed, response) = chat(provider, &mock).await.unwrap();
+        assert_eq!(streamed, "Hello there");
+        assert_eq!(response.content, vec![ContentBlock::text("Hello there")]);
+        let headers = &mock.requests()[0].headers;
+        match provider {
+            "anthropic" => assert_eq!(headers["x-api-key"], KEY),
+            _ => assert_eq!(headers["authorization"], format!("Bearer {KEY}")),
+        }
+    }
+}
+
+#[tokio::test]
+async fn unauthorized_is_not_retried_and_never_shows_the_key() {
+    for provider in ["anthropic", "openai"] {
+        let mock = MockLlm::start().await;
+        mock.push(Reply::unauthorized());
+        let err = chat(provider, &mock).await.unwrap_err().to_string();
+        assert_eq!(mock.requests().len(), 1);
+        assert!(!err.contains("5ecret") && !err.contains("sk-test"), "{err}");
+        insta::assert_snapshot!(format!("unauthorized_{provider}"), err);
+    }
+}
+
+#[tokio::test]
+async fn overload_and_rate_limits_are_retried() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::overloaded());
+    mock.push(Reply::rate_limited().with_header("retry-after", "0"));
+    mock.push(Reply::text("made it"));
+    let (_, response) = chat("anthropic", &mock).await.unwrap();
+    assert_eq!(response.content, vec![ContentBlock::text("made it")]);
+    assert_eq!(mock.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn retries_give_up_with_a_clear_error() {
+    let mock = MockLlm::start().await;
+    for _ in 0..4 {
+        mock.push(Reply::overloaded());
+    }
+    let err = chat("anthropic", &mock).await.unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "anthropic: HTTP 529: Overloaded (after 4 attempts). The provider is having trouble: try again later"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_server_names_the_url() {
+    let config = config("openai", "http://127.0.0.1:9/v1".into());
+    let resolved = resolve_model(
+        "openai/m",
+        &config,
+        &|_| None,
+        RetryPolicy {
+            max_retries: 0,
+            ..fast()
+        },
+    )
+    .unwrap();
+    let err = resolved
+        .provider
+        .chat(&conversation(), &mut |_| {})
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("openai: cannot reach http://127.0.0.1:9/v1/chat/completions: "),
+        "{err}"
+    );
+}

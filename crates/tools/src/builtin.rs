@@ -1,0 +1,51 @@
+//! The built-in tool set, as the agent gets it from the configuration.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nanocrab_config::ToolsConfig;
+use nanocrab_policy::{ExecPolicy, ExecPolicyError, PathGuard, PathGuardError};
+
+use crate::edit_file::EditFileTool;
+use crate::exec::ExecTool;
+use crate::list_dir::ListDirTool;
+use crate::read_file::ReadFileTool;
+use crate::registry::ToolRegistry;
+use crate::write_file::WriteFileTool;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ToolSetupError {
+    #[error(transparent)]
+    PathGuard(#[from] PathGuardError),
+    #[error(transparent)]
+    ExecPolicy(#[from] ExecPolicyError),
+    #[error("tools.exec.timeout must be at least 1 second")]
+    ZeroTimeout,
+}
+
+/// read_file, write_file, edit_file, list_dir and exec, in that order, under `config`'s
+/// policy. `exec` children get the allowed variables of this process's environment.
+pub fn builtin_registry(
+    config: &ToolsConfig,
+    workspace: &Path,
+    home: Option<&Path>,
+) -> Result<ToolRegistry, ToolSetupError> {
+    if config.exec.timeout == 0 {
+        return Err(ToolSetupError::ZeroTimeout);
+    }
+    let guard = Arc::new(PathGuard::new(workspace, config, home)?);
+    let policy = ExecPolicy::new(&config.exec)?;
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(ReadFileTool::new(Arc::clone(&guard))));
+    registry.register(Arc::new(WriteFileTool::new(Arc::clone(&guard))));
+    registry.register(Arc::new(EditFileTool::new(Arc::clone(&guard))));
+    registry.register(Arc::new(ListDirTool::new(Arc::clone(&guard))));
+    registry.register(Arc::new(ExecTool::new(
+        guard,
+        policy,
+        Duration::from_secs(config.exec.timeout),
+        std::env::vars_os(),
+    )));
+    Ok(registry)
+}

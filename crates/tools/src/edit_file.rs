@@ -1,0 +1,98 @@
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use nanocrab_policy::PathGuard;
+use nanocrab_schema::ToolDef;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::arguments::parse_arguments;
+use crate::atomic_write::write_atomically;
+use crate::tool::{Tool, ToolContext, ToolError};
+
+pub struct EditFileTool {
+    guard: Arc<PathGuard>,
+}
+
+impl EditFileTool {
+    pub fn new(guard: Arc<PathGuard>) -> Self {
+        Self { guard }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    path: String,
+    old_text: String,
+    new_text: String,
+}
+
+#[async_trait]
+impl Tool for EditFileTool {
+    fn definition(&self) -> ToolDef {
+        ToolDef {
+            name: "edit_file".into(),
+            description: "Replace old_text with new_text in a file. old_text must match \
+                          exactly once."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "old_text": {"type": "string"},
+                    "new_text": {"type": "string"}
+                },
+                "required": ["path", "old_text", "new_text"]
+            }),
+        }
+    }
+
+    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
+        let args: Arguments = parse_arguments(
+            "edit_file",
+            input,
+            "`path`, `old_text` and `new_text` (strings)",
+        )?;
+        if args.old_text.is_empty() {
+            return Err(ToolError::InvalidArguments(
+                "old_text must not be empty; use write_file to create or replace a whole file"
+                    .into(),
+            ));
+        }
+        let path = self.guard.check_write(&args.path)?;
+        let bytes = std::fs::read(&path).map_err(|source| ToolError::Io {
+            action: "read",
+            path: path.clone(),
+            source,
+        })?;
+        let content =
+            String::from_utf8(bytes).map_err(|_| ToolError::BinaryFile { path: path.clone() })?;
+        match content.matches(&args.old_text).count() {
+            1 => {}
+            0 => {
+                let collapse = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+                let hint = if collapse(&content).contains(&collapse(&args.old_text)) {
+                    " It does match if whitespace is ignored: copy the exact indentation and \
+                     line breaks from read_file."
+                } else {
+                    " Read the file again and copy the text exactly."
+                };
+                return Err(ToolError::Rejected(format!(
+                    "old_text was not found in {}.{hint}",
+                    path.display()
+                )));
+            }
+            count => {
+                return Err(ToolError::Rejected(format!(
+                    "old_text appears {count} times in {}; include more surrounding text so it \
+                     matches exactly once",
+                    path.display()
+                )));
+            }
+        }
+        let edited = content.replacen(&args.old_text, &args.new_text, 1);
+        write_atomically(&path, edited.as_bytes())?;
+        Ok(format!("Edited {}", path.display()))
+    }
+}

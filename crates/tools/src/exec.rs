@@ -1,0 +1,335 @@
+//! The `exec` tool: runs what the exec policy accepted, in its own process group, with a
+//! scrubbed environment, a timeout that kills the whole group, and capped output.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use nanocrab_config::ExecMode;
+use nanocrab_policy::{ExecPlan, ExecPolicy, PathGuard};
+use nanocrab_schema::ToolDef;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncReadExt as _};
+use tokio::process::{Child, Command};
+
+use crate::arguments::parse_arguments;
+use crate::tool::{Tool, ToolContext, ToolError};
+
+/// The only variables a command sees: enough to find programs and format text, and nothing
+/// like an API key.
+pub const PASSED_ENV_VARS: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "USER"];
+/// Characters of output returned to the model; the middle of longer output is cut.
+pub const MAX_OUTPUT_CHARS: usize = 10_000;
+/// Bytes kept from the start and from the end of each stream while the command runs.
+const KEEP_BYTES: usize = 16 * 1024;
+/// How long to wait for pipes to close after the group was killed.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+pub struct ExecTool {
+    guard: Arc<PathGuard>,
+    policy: ExecPolicy,
+    timeout: Duration,
+    env: Vec<(OsString, OsString)>,
+}
+
+impl ExecTool {
+    /// `base_env` is the environment to take [`PASSED_ENV_VARS`] from (the process's own in
+    /// production); relative PATH entries are dropped so a file in the workspace cannot
+    /// shadow a safe bin.
+    pub fn new(
+        guard: Arc<PathGuard>,
+        policy: ExecPolicy,
+        timeout: Duration,
+        base_env: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Self {
+        let env = base_env
+            .into_iter()
+            .filter(|(key, _)| PASSED_ENV_VARS.iter().any(|passed| key == passed))
+            .map(|(key, value)| {
+                if key != "PATH" {
+                    return (key, value);
+                }
+                let absolute: Vec<_> = std::env::split_paths(&value)
+                    .filter(|dir| dir.is_absolute())
+                    .collect();
+                (key, std::env::join_paths(absolute).unwrap_or_default())
+            })
+            .collect();
+        Self {
+            guard,
+            policy,
+            timeout,
+            env,
+        }
+    }
+
+    fn command(&self, program: &str, cwd: &Path) -> Command {
+        let mut command = Command::new(program);
+        command
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(cwd)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    command: String,
+    working_dir: Option<String>,
+}
+
+#[async_trait]
+impl Tool for ExecTool {
+    fn definition(&self) -> ToolDef {
+        let secs = self.timeout.as_secs();
+        let description = match self.policy.mode() {
+            ExecMode::Deny => "Run a command. Disabled by configuration: every call fails.".into(),
+            ExecMode::Allowlist => format!(
+                "Run a command (no shell). Allowed programs: {}. Pipes (|) allowed; no \
+                 redirection, &&, ;, $() or variables. Timeout {secs}s.",
+                self.policy.safe_bins().join(" ")
+            ),
+            ExecMode::Full => format!("Run a shell command (sh -c). Timeout {secs}s."),
+        };
+        ToolDef {
+            name: "exec".into(),
+            description,
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string"},
+                    "working_dir": {"type": "string", "description": "default: workspace"}
+                },
+                "required": ["command"]
+            }),
+        }
+    }
+
+    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
+        let args: Arguments = parse_arguments(
+            "exec",
+            input,
+            "`command` (string) and optional `working_dir` (string)",
+        )?;
+        let cwd = match &args.working_dir {
+            Some(dir) => self.guard.check_read(dir)?,
+            None => self.guard.workspace().to_path_buf(),
+        };
+        if !cwd.is_dir() {
+            return Err(ToolError::Rejected(format!(
+                "working_dir {} is not an existing directory",
+                cwd.display()
+            )));
+        }
+        let plan = self.policy.analyze(&args.command, &cwd, &self.guard)?;
+        let argvs = match plan {
+            ExecPlan::Pipeline(argvs) => argvs,
+            ExecPlan::Shell(command) => {
+                vec![vec!["sh".to_owned(), "-c".to_owned(), command]]
+            }
+        };
+        let mut group = ProcessGroup::default();
+        let mut children: Vec<Child> = Vec::with_capacity(argvs.len());
+        let stdout = Arc::new(Mutex::new(Capture::default()));
+        let stderr = Arc::new(Mutex::new(Capture::default()));
+        let mut readers = Vec::new();
+        for (index, argv) in argvs.iter().enumerate() {
+            let Some((program, rest)) = argv.split_first() else {
+                return Err(ToolError::Rejected("the command is empty".into()));
+            };
+            let mut command = self.command(program, &cwd);
+            // The first process leads a new group (0); the others join it.
+            let pgid = group.pgid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+            command.args(rest).process_group(pgid);
+            match children.last_mut().and_then(|prev| prev.stdout.take()) {
+                Some(previous) => {
+                    let stdin: Stdio = previous.try_into().map_err(|source| ToolError::Spawn {
+                        program: program.clone(),
+                        source,
+                    })?;
+                    command.stdin(stdin);
+                }
+                None => {
+                    command.stdin(Stdio::null());
+                }
+            }
+            let mut child = command.spawn().map_err(|source| ToolError::Spawn {
+                program: program.clone(),
+                source,
+            })?;
+            if group.pgid.is_none() {
+                group.pgid = child.id();
+            }
+            if let Some(err) = child.stderr.take() {
+                readers.push(tokio::spawn(drain(err, Arc::clone(&stderr))));
+            }
+            if index + 1 == argvs.len()
+                && let Some(out) = child.stdout.take()
+            {
+                readers.push(tokio::spawn(drain(out, Arc::clone(&stdout))));
+            }
+            children.push(child);
+        }
+        let run = async {
+            let mut last: Option<ExitStatus> = None;
+            for child in &mut children {
+                last = Some(child.wait().await?);
+            }
+            for reader in &mut readers {
+                // A reader task only ends early if it panicked; the output is then partial.
+                let _ = reader.await;
+            }
+            Ok::<_, std::io::Error>(last)
+        };
+        match tokio::time::timeout(self.timeout, run).await {
+            Ok(status) => {
+                let status = status.map_err(|source| ToolError::Io {
+                    action: "wait for the command in",
+                    path: cwd.clone(),
+                    source,
+                })?;
+                group.pgid = None;
+                Ok(format_output(&stdout, &stderr, status))
+            }
+            Err(_) => {
+                group.kill();
+                let _ = tokio::time::timeout(DRAIN_GRACE, async {
+                    for reader in readers {
+                        let _ = reader.await;
+                    }
+                })
+                .await;
+                let seconds = if self.timeout.subsec_nanos() == 0 {
+                    self.timeout.as_secs().to_string()
+                } else {
+                    format!("{:.1}", self.timeout.as_secs_f64())
+                };
+                Err(ToolError::TimedOut {
+                    seconds,
+                    output: format_output(&stdout, &stderr, None),
+                })
+            }
+        }
+    }
+}
+
+/// Kills the whole process group when dropped unless the command finished, so a timeout or
+/// a cancelled turn also takes grandchildren (`sh -c 'sleep 999 &'`) down.
+#[derive(Default)]
+struct ProcessGroup {
+    pgid: Option<u32>,
+}
+
+impl ProcessGroup {
+    #[allow(unsafe_code)]
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take().and_then(|p| libc::pid_t::try_from(p).ok()) {
+            // SAFETY: killpg takes two integers and only sends a signal; the group id is the
+            // pid of a child we spawned as the group's leader, so it cannot name our own group.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The start and the end of a stream, with the count of bytes dropped between them.
+#[derive(Default)]
+struct Capture {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    dropped: usize,
+}
+
+async fn drain(mut stream: impl AsyncRead + Unpin, capture: Arc<Mutex<Capture>>) {
+    let mut buf = [0u8; 8192];
+    while let Ok(read) = stream.read(&mut buf).await {
+        if read == 0 {
+            break;
+        }
+        let Ok(mut capture) = capture.lock() else {
+            break;
+        };
+        for &byte in &buf[..read] {
+            if capture.head.len() < KEEP_BYTES {
+                capture.head.push(byte);
+            } else {
+                capture.tail.push_back(byte);
+                if capture.tail.len() > KEEP_BYTES {
+                    capture.tail.pop_front();
+                    capture.dropped += 1;
+                }
+            }
+        }
+    }
+}
+
+fn format_output(
+    stdout: &Mutex<Capture>,
+    stderr: &Mutex<Capture>,
+    status: Option<ExitStatus>,
+) -> String {
+    let mut text = String::new();
+    for (label, capture) in [("stdout", stdout), ("stderr", stderr)] {
+        let Ok(capture) = capture.lock() else {
+            continue;
+        };
+        if capture.head.is_empty() {
+            continue;
+        }
+        let mut bytes = capture.head.clone();
+        if capture.dropped > 0 {
+            bytes.extend_from_slice(
+                format!("\n[... {} bytes omitted ...]\n", capture.dropped).as_bytes(),
+            );
+        }
+        bytes.extend(capture.tail.iter());
+        text.push_str(&format!("[{label}]\n{}", String::from_utf8_lossy(&bytes)));
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    if text.is_empty() {
+        text.push_str("(no output)\n");
+    }
+    if let Some(status) = status
+        && !status.success()
+    {
+        use std::os::unix::process::ExitStatusExt as _;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => text.push_str(&format!("[exit code {code}]\n")),
+            (None, Some(signal)) => text.push_str(&format!("[killed by signal {signal}]\n")),
+            (None, None) => text.push_str("[failed]\n"),
+        }
+    }
+    let chars = text.chars().count();
+    if chars <= MAX_OUTPUT_CHARS {
+        return text;
+    }
+    let head: String = text.chars().take(MAX_OUTPUT_CHARS * 6 / 10).collect();
+    let tail: String = text
+        .chars()
+        .skip(chars - MAX_OUTPUT_CHARS * 4 / 10)
+        .collect();
+    format!(
+        "{head}\n[... {} characters omitted: output is capped at {MAX_OUTPUT_CHARS} characters; \
+         narrow the command with head, tail or grep ...]\n{tail}",
+        chars - head.chars().count() - tail.chars().count()
+    )
+}

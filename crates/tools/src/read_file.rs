@@ -1,0 +1,150 @@
+use std::io::{BufRead as _, BufReader};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use nanocrab_policy::PathGuard;
+use nanocrab_schema::ToolDef;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::arguments::parse_arguments;
+use crate::tool::{Tool, ToolContext, ToolError};
+
+/// Lines returned when the model gives no `limit`.
+pub const DEFAULT_LINE_LIMIT: usize = 2000;
+/// Bytes of content returned by one call, whatever the limit.
+pub const MAX_READ_BYTES: usize = 200 * 1024;
+
+pub struct ReadFileTool {
+    guard: Arc<PathGuard>,
+}
+
+impl ReadFileTool {
+    pub fn new(guard: Arc<PathGuard>) -> Self {
+        Self { guard }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    path: String,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+#[async_trait]
+impl Tool for ReadFileTool {
+    fn definition(&self) -> ToolDef {
+        ToolDef {
+            name: "read_file".into(),
+            description: format!(
+                "Read a text file. Returns up to {DEFAULT_LINE_LIMIT} lines; use offset/limit \
+                 for more."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "offset": {"type": "integer", "description": "1-based first line"},
+                    "limit": {"type": "integer", "description": "max lines"}
+                },
+                "required": ["path"]
+            }),
+        }
+    }
+
+    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
+        let args: Arguments = parse_arguments(
+            "read_file",
+            input,
+            "`path` (string) and optional `offset`, `limit` (positive integers)",
+        )?;
+        let offset = args.offset.unwrap_or(1);
+        let limit = args.limit.unwrap_or(DEFAULT_LINE_LIMIT);
+        if offset == 0 || limit == 0 {
+            return Err(ToolError::InvalidArguments(
+                "offset and limit must be at least 1 (offset is the 1-based first line)".into(),
+            ));
+        }
+        let path = self.guard.check_read(&args.path)?;
+        let io = |action| {
+            let path = path.clone();
+            move |source| ToolError::Io {
+                action,
+                path,
+                source,
+            }
+        };
+        let file = std::fs::File::open(&path).map_err(io("read"))?;
+        if file.metadata().map_err(io("read"))?.is_dir() {
+            return Err(ToolError::Rejected(format!(
+                "{} is a directory; use list_dir",
+                path.display()
+            )));
+        }
+        let mut reader = BufReader::new(file);
+        if reader.fill_buf().map_err(io("read"))?.contains(&0) {
+            return Err(ToolError::BinaryFile { path });
+        }
+        let mut content = String::new();
+        let mut line = Vec::new();
+        let mut line_number = 0;
+        let mut last_shown = 0;
+        let mut byte_capped = false;
+        loop {
+            line.clear();
+            let read = reader.read_until(b'\n', &mut line).map_err(io("read"))?;
+            if read == 0 {
+                break;
+            }
+            line_number += 1;
+            if line_number < offset || line_number >= offset + limit || byte_capped {
+                continue;
+            }
+            if line.contains(&0) {
+                return Err(ToolError::BinaryFile { path });
+            }
+            let text = String::from_utf8_lossy(&line);
+            if content.len() + text.len() > MAX_READ_BYTES {
+                byte_capped = true;
+                continue;
+            }
+            content.push_str(&text);
+            last_shown = line_number;
+        }
+        let total = line_number;
+        if total == 0 {
+            return Ok("(empty file)".into());
+        }
+        if offset > total {
+            return Err(ToolError::Rejected(format!(
+                "offset {offset} is past the end of {} ({total} lines)",
+                path.display()
+            )));
+        }
+        if last_shown == 0 {
+            return Err(ToolError::Rejected(format!(
+                "line {offset} of {} is longer than {} KB; read_file cannot show it",
+                path.display(),
+                MAX_READ_BYTES / 1024
+            )));
+        }
+        if last_shown < total {
+            if !content.ends_with('\n') {
+                content.push('\n');
+            }
+            let why = if byte_capped {
+                format!("output is capped at {} KB", MAX_READ_BYTES / 1024)
+            } else {
+                format!("limit {limit}")
+            };
+            content.push_str(&format!(
+                "\n[Showing lines {offset}-{last_shown} of {total} ({why}). Call read_file with \
+                 offset={} to read more.]",
+                last_shown + 1
+            ));
+        }
+        Ok(content)
+    }
+}

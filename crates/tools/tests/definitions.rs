@@ -1,0 +1,23 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The tool definitions sent to the model: exact content, and small enough for a lean request.
+
+use nanocrab_config::ToolsConfig;
+use nanocrab_tools::builtin_registry;
+
+#[test]
+fn default_definitions_are_short_and_stable() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = builtin_registry(&ToolsConfig::default(), dir.path(), None).unwrap();
+    assert_eq!(
+        registry.names(),
+        ["read_file", "write_file", "edit_file", "list_dir", "exec"]
+    );
+    let definitions = registry.definitions();
+    let serialized = serde_json::to_string(&definitions).unwrap();
+    assert!(
+        serialized.len() < 2200,
+        "tool definitions take {} chars; keep them under 2,200",
+        serialized.len()
+    );
+    insta::assert_json_snapshot!(definitions);
+}

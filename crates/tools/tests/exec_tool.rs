@@ -1,0 +1,230 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! exec: what runs, what is refused, timeouts, output caps and the scrubbed environment.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nanocrab_config::{ExecConfig, ExecMode, ToolsConfig};
+use nanocrab_policy::{ExecPolicy, PathGuard};
+use nanocrab_tools::{ExecTool, Tool, ToolContext, ToolError};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("ws/notes")).unwrap();
+        std::fs::write(root.join("ws/notes/a.md"), "b\na\nb\n").unwrap();
+        Self { _dir: dir, root }
+    }
+
+    fn ws(&self) -> PathBuf {
+        self.root.join("ws")
+    }
+
+    fn tool(&self, mode: ExecMode, timeout: Duration) -> ExecTool {
+        let guard = PathGuard::new(
+            &self.ws(),
+            &ToolsConfig::default(),
+            Some(&self.root.join("home")),
+        )
+        .unwrap();
+        let policy = ExecPolicy::new(&ExecConfig {
+            mode,
+            ..ExecConfig::default()
+        })
+        .unwrap();
+        let env: Vec<(OsString, OsString)> = vec![
+            (
+                "PATH".into(),
+                "/usr/local/bin:/usr/bin:/bin:.:relative/bin".into(),
+            ),
+            ("HOME".into(), self.root.join("home").into()),
+            ("OPENAI_API_KEY".into(), "sk-secret-must-not-leak".into()),
+            ("LANG".into(), "C.UTF-8".into()),
+        ];
+        ExecTool::new(Arc::new(guard), policy, timeout, env)
+    }
+
+    async fn run(&self, tool: &ExecTool, input: serde_json::Value) -> Result<String, String> {
+        tool.call(input, &ToolContext::new(self.ws()))
+            .await
+            .map_err(|err| err.to_string())
+    }
+}
+
+#[tokio::test]
+async fn allowlist_runs_a_pipeline_without_a_shell() {
+    let fx = Fixture::new();
+    let tool = fx.tool(ExecMode::Allowlist, Duration::from_secs(10));
+    assert_eq!(
+        fx.run(
+            &tool,
+            json!({"command": "cat notes/a.md | sort | uniq -c | wc -l"})
+        )
+        .await,
+        Ok("[stdout]\n2\n".to_owned())
+    );
+    assert_eq!(
+        fx.run(&tool, json!({"command": "ls", "working_dir": "notes"}))
+            .await,
+        Ok("[stdout]\na.md\n".to_owned())
+    );
+    // `$HOME` reaches echo literally: there is no shell to expand it.
+    assert_eq!(
+        fx.run(&tool, json!({"command": "echo '$HOME' \"a  b\""}))
+            .await,
+        Ok("[stdout]\n$HOME a  b\n".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn failures_report_stderr_and_the_exit_code() {
+    let fx = Fixture::new();
+    let tool = fx.tool(ExecMode::Allowlist, Duration::from_secs(10));
+    let out = fx
+        .run(&tool, json!({"command": "cat missing.txt"}))
+        .await
+        .unwrap();
+    assert!(
+        out.starts_with("[stderr]\ncat: missing.txt: No such file or directory\n"),
+        "{out}"
+    );
+    assert!(out.ends_with("[exit code 1]\n"), "{out}");
+}
+
+#[tokio::test]
+async fn denials_are_errors_with_the_reason() {
+    let fx = Fixture::new();
+    let tool = fx.tool(ExecMode::Allowlist, Duration::from_secs(10));
+    for (command, reason) in [
+        (
+            "ls && rm -rf /",
+            "`&&` is not allowed in allowlist mode: run each command separately",
+        ),
+        (
+            "echo x > notes/a.md",
+            "redirection `> notes/a.md` is not allowed in allowlist mode",
+        ),
+        (
+            "bash -c 'rm -rf /'",
+            "`bash` is a shell or interpreter that runs arbitrary code",
+        ),
+        (
+            "cat $(ls)",
+            "command substitution `$(...)` in `$(ls)` is not allowed",
+        ),
+        (
+            "cat /etc/passwd",
+            "`cat`: cannot read `/etc/passwd`: it resolves to /etc/passwd",
+        ),
+        ("rm -rf notes", "`rm` is not a safe bin"),
+    ] {
+        let err = fx
+            .run(&tool, json!({"command": command}))
+            .await
+            .unwrap_err();
+        assert!(err.starts_with(reason), "{command}: {err}");
+    }
+    assert!(fx.ws().join("notes/a.md").exists());
+    let err = fx
+        .run(&tool, json!({"command": "ls", "working_dir": "../.."}))
+        .await
+        .unwrap_err();
+    assert!(
+        err.starts_with("cannot read `../..`: it resolves to"),
+        "{err}"
+    );
+    let deny = fx.tool(ExecMode::Deny, Duration::from_secs(10));
+    assert_eq!(
+        fx.run(&deny, json!({"command": "ls"})).await.unwrap_err(),
+        "exec is disabled by configuration (tools.exec.mode is \"deny\"); no command can run"
+    );
+}
+
+#[tokio::test]
+async fn the_child_environment_is_scrubbed() {
+    let fx = Fixture::new();
+    let tool = fx.tool(ExecMode::Full, Duration::from_secs(10));
+    let out = fx
+        .run(&tool, json!({"command": "env | sort"}))
+        .await
+        .unwrap();
+    assert!(!out.contains("sk-secret-must-not-leak"), "{out}");
+    assert!(!out.contains("OPENAI_API_KEY"), "{out}");
+    assert!(out.contains("LANG=C.UTF-8\n"), "{out}");
+    // Relative PATH entries are dropped so the workspace cannot shadow a program.
+    assert!(out.contains("PATH=/usr/local/bin:/usr/bin:/bin\n"), "{out}");
+}
+
+#[tokio::test]
+async fn full_mode_runs_through_sh_in_the_working_dir() {
+    let fx = Fixture::new();
+    let tool = fx.tool(ExecMode::Full, Duration::from_secs(10));
+    assert_eq!(
+        fx.run(
+            &tool,
+            json!({"command": "pwd && echo err >&2; exit 3", "working_dir": "notes"})
+        )
+        .await,
+        Ok(format!(
+            "[stdout]\n{}\n[stderr]\nerr\n[exit code 3]\n",
+            fx.ws().join("notes").display()
+        ))
+    );
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_group_including_grandchildren() {
+    let fx = Fixture::new();
+    let tool = fx.tool(ExecMode::Full, Duration::from_millis(700));
+    let marker = fx.ws().join("grandchild-survived");
+    let command = format!(
+        "echo started; (sleep 2; echo x > {}) & sleep 30",
+        marker.display()
+    );
+    let started = Instant::now();
+    let err = tool
+        .call(json!({"command": command}), &ToolContext::new(fx.ws()))
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(matches!(err, ToolError::TimedOut { .. }));
+    assert_eq!(
+        err.to_string(),
+        "the command timed out after 0.7 s and was killed with its whole process group; output \
+         so far:\n[stdout]\nstarted\n"
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        !marker.exists(),
+        "the backgrounded grandchild was not killed"
+    );
+}
+
+#[tokio::test]
+async fn long_output_is_capped_keeping_head_and_tail() {
+    let fx = Fixture::new();
+    let lines: String = (0..5000).map(|n| format!("line {n}\n")).collect();
+    std::fs::write(fx.ws().join("big.txt"), lines).unwrap();
+    let tool = fx.tool(ExecMode::Allowlist, Duration::from_secs(10));
+    let out = fx
+        .run(&tool, json!({"command": "cat big.txt"}))
+        .await
+        .unwrap();
+    assert!(out.chars().count() < 10_300, "{}", out.len());
+    assert!(out.starts_with("[stdout]\nline 0\nline 1\n"));
+    assert!(out.ends_with("line 4998\nline 4999\n"));
+    assert!(out.contains(
+        "characters omitted: output is capped at 10000 characters; narrow the command with \
+         head, tail or grep ...]"
+    ));
+}
