@@ -1,1 +1,8 @@
-//! The agent: context building and the tool-calling loop.
+//! The agent: context building, the tool-calling loop, and the workspace templates.
+
+mod agent;
+mod context;
+pub mod workspace;
+
+pub use agent::{Agent, AgentError, AgentSettings, HELP_TEXT, TurnOutcome};
+pub use context::{ChannelInfo, ContextBuilder, PromptMode, RuntimeInfo};

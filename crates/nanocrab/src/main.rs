@@ -1,1 +1,54 @@
-fn main() {}
+//! The `nanocrab` command.
+
+mod cli;
+mod commands;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command, ConfigCommand};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr so stdout carries only the answer; quiet unless `NANOCRAB_LOG` or
+/// `RUST_LOG` asks for more.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NANOCRAB_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let env = commands::Env::from_process(cli.config.clone())?;
+    match cli.command {
+        Command::Onboard => commands::onboard::run(&env),
+        Command::Agent(args) => commands::agent::run(&env, args),
+        Command::Sessions { command } => commands::sessions::run(&env, command),
+        Command::Status => commands::status::run(&env),
+        Command::Config {
+            command: ConfigCommand::Schema,
+        } => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&nanocrab_config::json_schema())?
+            );
+            Ok(())
+        }
+    }
+}

@@ -95,7 +95,10 @@ mod tests {
     #[test]
     fn accepts_channel_and_agent_keys() {
         for key in ["cli:default", "agent:main:telegram:dm:42", "a.b@c+d_e-f"] {
-            assert_eq!(SessionKey::parse(key).map(|k| k.to_string()), Ok(key.to_owned()));
+            assert_eq!(
+                SessionKey::parse(key).map(|k| k.to_string()),
+                Ok(key.to_owned())
+            );
         }
     }
 

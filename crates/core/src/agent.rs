@@ -1,0 +1,285 @@
+//! The agent loop: one user message in, tool calls as needed, one answer out, every step
+//! persisted as it happens and reported as an [`AgentEvent`].
+
+use std::sync::Arc;
+
+use nanocrab_memory::{SessionEntry, SessionError, SessionStore, window};
+use nanocrab_provider::{ChatRequest, LlmProvider, ProviderDelta, ProviderError};
+use nanocrab_schema::{
+    AgentEvent, ContentBlock, LlmMessage, Role, SessionKey, StopReason, ToolResult, Usage,
+};
+use nanocrab_tools::{ToolContext, ToolRegistry};
+
+use crate::context::{ChannelInfo, ContextBuilder, RuntimeInfo};
+
+/// How many times the same call (same tool, same arguments) may run in one turn; later
+/// repeats are refused with an error result.
+const MAX_IDENTICAL_CALLS: usize = 2;
+/// Refused repeats after which the turn is stopped.
+const MAX_REFUSED_REPEATS: u32 = 3;
+
+pub const HELP_TEXT: &str = "Commands:\n  /new    start a new conversation (the current one is archived)\n  /reset  same as /new\n  /clear  same as /new\n  /help   this list";
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AgentSettings {
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+    pub max_tool_iterations: u32,
+    pub context_window_tokens: u32,
+}
+
+/// What a finished turn produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub text: String,
+    pub usage: Usage,
+    /// Model calls made.
+    pub iterations: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+pub struct Agent {
+    provider: Arc<dyn LlmProvider>,
+    model: String,
+    tools: ToolRegistry,
+    store: SessionStore,
+    context: ContextBuilder,
+    settings: AgentSettings,
+    channel: Option<ChannelInfo>,
+}
+
+impl Agent {
+    pub fn new(
+        provider: Arc<dyn LlmProvider>,
+        model: String,
+        tools: ToolRegistry,
+        store: SessionStore,
+        context: ContextBuilder,
+        settings: AgentSettings,
+    ) -> Self {
+        Self {
+            provider,
+            model,
+            tools,
+            store,
+            context,
+            settings,
+            channel: None,
+        }
+    }
+
+    pub fn with_channel(mut self, channel: ChannelInfo) -> Self {
+        self.channel = Some(channel);
+        self
+    }
+
+    pub fn store(&self) -> &SessionStore {
+        &self.store
+    }
+
+    /// Runs one turn of session `key`.
+    pub async fn run_turn(
+        &self,
+        key: &SessionKey,
+        user_text: &str,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<TurnOutcome, AgentError> {
+        if let Some(text) = self.slash_command(key, user_text.trim())? {
+            return Ok(finish(on_event, text, Usage::default(), 0));
+        }
+        let mut history = self.store.load(key)?.messages();
+        let user = LlmMessage::user(user_text);
+        self.store.append(key, &[SessionEntry::now(user.clone())])?;
+        history.push(user);
+
+        let system = self.context.build(
+            &self.tools.names(),
+            self.channel.as_ref(),
+            &RuntimeInfo::current(),
+        );
+        let tools = self.tools.definitions();
+        let tools_chars: usize = tools
+            .iter()
+            .map(|t| t.description.len() + t.parameters.to_string().len())
+            .sum();
+        // What is left of the context window for history once the prompt, the tool schemas
+        // and the answer are accounted for (about four characters a token).
+        let budget = (self.settings.context_window_tokens as usize)
+            .saturating_sub(self.settings.max_tokens as usize)
+            .saturating_sub((system.len() + tools_chars) / 4)
+            .max(1_000);
+        let ctx = ToolContext::new(self.context.workspace().to_path_buf());
+        let mut usage = Usage::default();
+        let mut seen_calls: Vec<(String, serde_json::Value)> = Vec::new();
+        let mut refused_repeats = 0;
+
+        for iteration in 1..=self.settings.max_tool_iterations {
+            if iteration > 1 {
+                on_event(AgentEvent::NewResponse { iteration });
+            }
+            let request = ChatRequest {
+                model: self.model.clone(),
+                system: system.clone(),
+                messages: window(&history, budget).to_vec(),
+                tools: tools.clone(),
+                max_tokens: self.settings.max_tokens,
+                temperature: self.settings.temperature,
+            };
+            let response = self
+                .provider
+                .chat(&request, &mut |delta| match delta {
+                    ProviderDelta::Text(text) => on_event(AgentEvent::Token { text }),
+                    ProviderDelta::Reasoning(text) => on_event(AgentEvent::Reasoning { text }),
+                })
+                .await;
+            let response = match response {
+                Ok(response) => response,
+                Err(err) => {
+                    on_event(AgentEvent::Error {
+                        message: err.to_string(),
+                    });
+                    return Err(err.into());
+                }
+            };
+            usage += response.usage;
+            on_event(AgentEvent::Usage {
+                model: response.model.clone(),
+                usage: response.usage,
+            });
+            let assistant = LlmMessage {
+                role: Role::Assistant,
+                content: response.content,
+            };
+            self.store.append(
+                key,
+                &[SessionEntry {
+                    model: Some(response.model),
+                    usage: Some(response.usage),
+                    ..SessionEntry::now(assistant.clone())
+                }],
+            )?;
+            let calls: Vec<_> = assistant.tool_calls().cloned().collect();
+            history.push(assistant.clone());
+
+            if calls.is_empty() {
+                let mut text = assistant.text();
+                if response.stop_reason == StopReason::MaxTokens {
+                    let note = format!(
+                        "\n\n[The answer was cut off at the output limit (agents.defaults.maxTokens = {}).]",
+                        self.settings.max_tokens
+                    );
+                    on_event(AgentEvent::Token { text: note.clone() });
+                    text.push_str(&note);
+                }
+                on_event(AgentEvent::Done { text: text.clone() });
+                return Ok(TurnOutcome {
+                    text,
+                    usage,
+                    iterations: iteration,
+                });
+            }
+
+            let mut results = Vec::with_capacity(calls.len());
+            for call in &calls {
+                on_event(AgentEvent::ToolStart {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    input: call.input.clone(),
+                });
+                let signature = (call.name.clone(), call.input.clone());
+                let earlier = seen_calls.iter().filter(|s| **s == signature).count();
+                seen_calls.push(signature);
+                let result = if earlier >= MAX_IDENTICAL_CALLS {
+                    refused_repeats += 1;
+                    ToolResult::error(
+                        &call.id,
+                        format!(
+                            "Error: you are repeating yourself: {} was already called {earlier} times in this turn with these exact arguments. Use what it returned, try something different, or answer the user.",
+                            call.name
+                        ),
+                    )
+                } else {
+                    self.tools.execute(call, &ctx).await
+                };
+                on_event(AgentEvent::ToolEnd {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    output: result.content.clone(),
+                    is_error: result.is_error,
+                });
+                results.push(ContentBlock::ToolResult(result));
+            }
+            let results = LlmMessage {
+                role: Role::User,
+                content: results,
+            };
+            self.store
+                .append(key, &[SessionEntry::now(results.clone())])?;
+            history.push(results);
+
+            if refused_repeats >= MAX_REFUSED_REPEATS {
+                let text = "I stopped because I kept repeating the same tool call without making progress. Tell me how you'd like to continue.".to_owned();
+                return self.stop(key, on_event, text, usage, iteration);
+            }
+        }
+        let max = self.settings.max_tool_iterations;
+        let text = format!(
+            "I stopped after {max} tool iterations (agents.defaults.maxToolIterations = {max}) without finishing. Tell me how to continue, or raise the limit."
+        );
+        self.stop(key, on_event, text, usage, max)
+    }
+
+    /// Ends a turn the agent cut short, with a message that is shown and kept in the session.
+    fn stop(
+        &self,
+        key: &SessionKey,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
+        text: String,
+        usage: Usage,
+        iterations: u32,
+    ) -> Result<TurnOutcome, AgentError> {
+        self.store.append(
+            key,
+            &[SessionEntry::now(LlmMessage::assistant(text.clone()))],
+        )?;
+        Ok(finish(on_event, text, usage, iterations))
+    }
+
+    /// Answers `/new`, `/reset`, `/clear` and `/help` without the model. Other text, including
+    /// unknown slash commands, is for the model.
+    fn slash_command(&self, key: &SessionKey, text: &str) -> Result<Option<String>, AgentError> {
+        Ok(match text {
+            "/new" | "/reset" | "/clear" => Some(match self.store.reset(key)? {
+                Some(archived) => format!(
+                    "Started a new conversation. The previous one is archived at {}.",
+                    archived.display()
+                ),
+                None => "Started a new conversation.".to_owned(),
+            }),
+            "/help" => Some(HELP_TEXT.to_owned()),
+            _ => None,
+        })
+    }
+}
+
+fn finish(
+    on_event: &mut (dyn FnMut(AgentEvent) + Send),
+    text: String,
+    usage: Usage,
+    iterations: u32,
+) -> TurnOutcome {
+    on_event(AgentEvent::Token { text: text.clone() });
+    on_event(AgentEvent::Done { text: text.clone() });
+    TurnOutcome {
+        text,
+        usage,
+        iterations,
+    }
+}

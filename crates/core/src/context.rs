@@ -1,0 +1,279 @@
+//! The system prompt, rebuilt for every turn from the workspace files so that an edit applies
+//! at once.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Bootstrap files injected in full mode, in this order.
+const BOOTSTRAP_FILES: [&str; 5] = ["AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md", "IDENTITY.md"];
+/// A file longer than this is cut: 70 % from its head, 20 % from its tail.
+const MAX_FILE_CHARS: usize = 20_000;
+
+/// How much of the workspace goes into the prompt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PromptMode {
+    /// Identity, runtime, bootstrap files, memory and skills.
+    #[default]
+    Full,
+    /// Identity and tools only: subagents and housekeeping.
+    Minimal,
+    /// No system prompt at all.
+    None,
+}
+
+/// Facts about the moment and the machine, passed in so prompts are reproducible in tests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeInfo {
+    pub now: jiff::Zoned,
+    pub os: String,
+}
+
+impl RuntimeInfo {
+    pub fn current() -> Self {
+        Self {
+            now: jiff::Zoned::now(),
+            os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        }
+    }
+}
+
+/// Where the conversation happens, when it is not the CLI's default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelInfo {
+    pub channel: String,
+    pub chat_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextBuilder {
+    workspace: PathBuf,
+    mode: PromptMode,
+}
+
+impl ContextBuilder {
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        Self {
+            workspace: workspace.into(),
+            mode: PromptMode::Full,
+        }
+    }
+
+    pub fn with_mode(mut self, mode: PromptMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    pub fn build(
+        &self,
+        tool_names: &[String],
+        channel: Option<&ChannelInfo>,
+        runtime: &RuntimeInfo,
+    ) -> String {
+        let full = match self.mode {
+            PromptMode::None => return String::new(),
+            PromptMode::Minimal => false,
+            PromptMode::Full => true,
+        };
+        let now = &runtime.now;
+        let mut out = String::from(
+            "You are nanocrab, a personal AI assistant. You act through tools and report briefly what you did.\n\n## Runtime\n",
+        );
+        let _ = writeln!(
+            out,
+            "- Time: {} ({}, UTC{})",
+            now.strftime("%Y-%m-%d %H:%M %A"),
+            now.time_zone().iana_name().unwrap_or("local time"),
+            now.strftime("%:z"),
+        );
+        let _ = writeln!(out, "- OS: {}", runtime.os);
+        let _ = writeln!(
+            out,
+            "- Workspace: {} (relative paths resolve here)",
+            self.workspace.display()
+        );
+        let _ = writeln!(out, "- Tools: {}", tool_names.join(", "));
+        if let Some(channel) = channel {
+            let _ = writeln!(
+                out,
+                "- Channel: {}, chat id: {}",
+                channel.channel, channel.chat_id
+            );
+        }
+        if !full {
+            return out;
+        }
+        for name in BOOTSTRAP_FILES {
+            if let Some(text) = self.read(name) {
+                let _ = write!(out, "\n## {name}\n{}\n", cap(name, &text));
+            }
+        }
+        if let Some(text) = self.read("memory/MEMORY.md") {
+            let _ = write!(
+                out,
+                "\n## Long-term memory (memory/MEMORY.md)\n{}\n",
+                cap("memory/MEMORY.md", &text)
+            );
+        }
+        let today = format!("memory/{}.md", now.strftime("%Y-%m-%d"));
+        if let Some(text) = self.read(&today) {
+            let _ = write!(
+                out,
+                "\n## Today's notes ({today})\n{}\n",
+                cap(&today, &text)
+            );
+        }
+        let skills = self.skills();
+        if !skills.is_empty() {
+            out.push_str("\n## Skills\nRead a skill's SKILL.md with read_file before using it.\n");
+            for (name, description, path) in skills {
+                let _ = writeln!(out, "- {name}: {description} ({path})");
+            }
+        }
+        out
+    }
+
+    fn read(&self, relative: &str) -> Option<String> {
+        std::fs::read_to_string(self.workspace.join(relative))
+            .ok()
+            .map(|text| text.trim().to_owned())
+            .filter(|text| !text.is_empty())
+    }
+
+    /// (name, description, path) of each `skills/*/SKILL.md`, by name.
+    fn skills(&self) -> Vec<(String, String, String)> {
+        let Ok(entries) = std::fs::read_dir(self.workspace.join("skills")) else {
+            return Vec::new();
+        };
+        let mut skills: Vec<(String, String, String)> = entries
+            .flatten()
+            .filter_map(|entry| {
+                let dir = entry.file_name().to_string_lossy().into_owned();
+                let path = format!("skills/{dir}/SKILL.md");
+                let text = std::fs::read_to_string(self.workspace.join(&path)).ok()?;
+                let (mut name, mut description) = (dir, String::new());
+                let mut lines = text.lines();
+                if lines.next().map(str::trim) == Some("---") {
+                    for line in lines.take_while(|l| l.trim() != "---") {
+                        let unquote =
+                            |v: &str| v.trim().trim_matches('"').trim_matches('\'').to_owned();
+                        if let Some(v) = line.strip_prefix("name:") {
+                            name = unquote(v);
+                        } else if let Some(v) = line.strip_prefix("description:") {
+                            description = unquote(v);
+                        }
+                    }
+                }
+                Some((name, description, path))
+            })
+            .collect();
+        skills.sort();
+        skills
+    }
+}
+
+/// Keeps 70 % of the budget from the head and 20 % from the tail of an over-long file, with a
+/// marker saying what was left out and where to find it.
+fn cap(name: &str, text: &str) -> String {
+    let total = text.chars().count();
+    if total <= MAX_FILE_CHARS {
+        return text.to_owned();
+    }
+    let head: String = text.chars().take(MAX_FILE_CHARS * 7 / 10).collect();
+    let tail_len = MAX_FILE_CHARS * 2 / 10;
+    let tail: String = text.chars().skip(total - tail_len).collect();
+    format!(
+        "{head}\n[... {name} truncated: {} of {total} characters omitted; read the file for the rest ...]\n{tail}",
+        total - head.chars().count() - tail_len
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> RuntimeInfo {
+        RuntimeInfo {
+            now: "2026-11-22T14:05:00+01:00[Europe/Berlin]".parse().unwrap(),
+            os: "linux x86_64".into(),
+        }
+    }
+
+    fn tools() -> Vec<String> {
+        ["read_file", "write_file", "edit_file", "list_dir", "exec"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn workspace() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        crate::workspace::write_templates(dir.path()).unwrap();
+        std::fs::write(dir.path().join("memory/2026-11-22.md"), "- bought milk\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("skills/weather")).unwrap();
+        std::fs::write(
+            dir.path().join("skills/weather/SKILL.md"),
+            "---\nname: weather\ndescription: \"Forecasts for a city\"\n---\nUse curl.\n",
+        )
+        .unwrap();
+        dir
+    }
+
+    fn build(mode: PromptMode, dir: &Path, channel: Option<&ChannelInfo>) -> String {
+        ContextBuilder::new("/ws")
+            .with_mode(mode)
+            .build_from(dir, &tools(), channel, &runtime())
+    }
+
+    impl ContextBuilder {
+        /// Reads files from `dir` but shows `/ws` as the workspace, so snapshots are stable.
+        fn build_from(
+            &self,
+            dir: &Path,
+            tools: &[String],
+            channel: Option<&ChannelInfo>,
+            runtime: &RuntimeInfo,
+        ) -> String {
+            let real = ContextBuilder {
+                workspace: dir.to_path_buf(),
+                mode: self.mode,
+            };
+            real.build(tools, channel, runtime).replace(
+                &dir.display().to_string(),
+                &self.workspace.display().to_string(),
+            )
+        }
+    }
+
+    #[test]
+    fn full_prompt_with_the_default_workspace() {
+        let dir = workspace();
+        insta::assert_snapshot!(build(PromptMode::Full, dir.path(), None));
+    }
+
+    #[test]
+    fn minimal_and_none_prompts() {
+        let dir = workspace();
+        let channel = ChannelInfo {
+            channel: "telegram".into(),
+            chat_id: "42".into(),
+        };
+        insta::assert_snapshot!(build(PromptMode::Minimal, dir.path(), Some(&channel)));
+        assert_eq!(build(PromptMode::None, dir.path(), None), "");
+    }
+
+    #[test]
+    fn missing_files_are_skipped_and_long_files_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = format!("START\n{}\nEND", "x".repeat(30_000));
+        std::fs::write(dir.path().join("SOUL.md"), long).unwrap();
+        let prompt = build(PromptMode::Full, dir.path(), None);
+        assert!(prompt.contains("## SOUL.md\nSTART"));
+        assert!(prompt.contains("END\n"));
+        assert!(prompt.contains("[... SOUL.md truncated: 12010 of 30010 characters omitted; read the file for the rest ...]"), "{}", &prompt[..600]);
+        assert!(!prompt.contains("AGENTS.md"));
+        assert!(prompt.len() < 20_600);
+    }
+}

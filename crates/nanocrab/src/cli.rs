@@ -1,0 +1,69 @@
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// nanocrab: a personal AI assistant that does only what it was granted.
+#[derive(Debug, Parser)]
+#[command(name = "nanocrab", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Config file to use instead of $NANOCRAB_HOME/config.json.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write the default config and workspace templates (never overwrites a file).
+    Onboard,
+    /// Talk to the agent: one message with -m, or an interactive session without it.
+    Agent(AgentArgs),
+    /// Inspect and reset conversation transcripts.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// Show the config, workspace, model and providers in use.
+    Status,
+    /// Config file helpers.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The message to send; without it an interactive session starts.
+    #[arg(short, long, value_name = "TEXT")]
+    pub message: Option<String>,
+    /// Session to continue.
+    #[arg(short, long, value_name = "KEY", default_value = "cli:default")]
+    pub session: String,
+    /// Model to use instead of agents.defaults.model, as provider/model.
+    #[arg(long, value_name = "PROVIDER/MODEL")]
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// List sessions, most recently updated first.
+    List,
+    /// Print every message, tool call and tool result of a session.
+    Show {
+        key: String,
+        /// Print the stored records as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Archive a session's transcript so its next turn starts fresh.
+    Reset { key: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the JSON Schema of config.json.
+    Schema,
+}

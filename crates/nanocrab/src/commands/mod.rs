@@ -1,0 +1,50 @@
+//! One module per subcommand, plus what they share: where things are on disk and how the
+//! config is loaded.
+
+pub mod agent;
+pub mod onboard;
+pub mod sessions;
+pub mod status;
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use nanocrab_config::{Config, Paths};
+
+/// Where this invocation reads and writes, resolved once from flags and the environment.
+pub struct Env {
+    pub paths: Paths,
+    pub config_path: PathBuf,
+    pub user_home: Option<PathBuf>,
+}
+
+impl Env {
+    pub fn from_process(config_flag: Option<PathBuf>) -> anyhow::Result<Self> {
+        let paths = Paths::from_env()?;
+        let config_path = config_flag.unwrap_or_else(|| paths.config_file());
+        Ok(Self {
+            paths,
+            config_path,
+            user_home: std::env::home_dir(),
+        })
+    }
+
+    /// Environment variables as the config and providers see them (`${VAR}` placeholders,
+    /// API-key fallbacks).
+    pub fn var(name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|value| !value.is_empty())
+    }
+
+    pub fn load_config(&self) -> anyhow::Result<nanocrab_config::Loaded> {
+        nanocrab_config::load(&self.config_path, &Self::var)
+            .with_context(|| "cannot load the configuration")
+    }
+
+    /// The workspace the config names, `~` expanded, or the default under the home.
+    pub fn workspace(&self, config: &Config) -> PathBuf {
+        match &config.agents.defaults.workspace {
+            Some(path) => nanocrab_config::expand_home(path, self.user_home.as_deref()),
+            None => self.paths.workspace(),
+        }
+    }
+}

@@ -1,0 +1,98 @@
+use anyhow::{Context as _, bail};
+use nanocrab_memory::SessionStore;
+use nanocrab_schema::{ContentBlock, Role, SessionKey};
+
+use super::Env;
+use crate::cli::SessionsCommand;
+
+pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
+    let store = SessionStore::new(env.paths.sessions_dir());
+    match command {
+        SessionsCommand::List => {
+            let sessions = store.list()?;
+            if sessions.is_empty() {
+                println!("no sessions yet in {}", env.paths.sessions_dir().display());
+            }
+            for s in sessions {
+                println!(
+                    "{:<32} {:>4} messages  {}  {}",
+                    s.key,
+                    s.messages,
+                    s.updated_at.as_deref().unwrap_or("-"),
+                    s.title
+                );
+            }
+        }
+        SessionsCommand::Show { key, json } => {
+            let key = SessionKey::parse(&key)?;
+            if !store.exists(&key) {
+                bail!("no session {key} in {}", env.paths.sessions_dir().display());
+            }
+            if json {
+                // The stored records as they are on disk, one JSON object a line.
+                let path = store.path(&key);
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                print!("{text}");
+                return Ok(());
+            }
+            let session = store.load(&key)?;
+            println!("session {key}");
+            for entry in &session.entries {
+                let time = entry.timestamp.get(..19).unwrap_or(&entry.timestamp);
+                let who = match entry.role {
+                    Role::User => "user",
+                    Role::Assistant => "assistant",
+                };
+                for block in &entry.content {
+                    match block {
+                        ContentBlock::Text { text } => println!("[{time}] {who}: {text}"),
+                        ContentBlock::Thinking { thinking, .. } => {
+                            println!("[{time}] {who} (thinking): {thinking}")
+                        }
+                        ContentBlock::RedactedThinking { .. } => {
+                            println!("[{time}] {who} (redacted thinking)")
+                        }
+                        ContentBlock::ToolUse(call) => {
+                            println!(
+                                "[{time}] {who} → {} {} [{}]",
+                                call.name, call.input, call.id
+                            )
+                        }
+                        ContentBlock::ToolResult(result) => println!(
+                            "[{time}] {} [{}]:\n{}",
+                            if result.is_error {
+                                "tool error"
+                            } else {
+                                "tool result"
+                            },
+                            result.tool_use_id,
+                            indent(&result.content)
+                        ),
+                    }
+                }
+                if let (Some(model), Some(usage)) = (&entry.model, &entry.usage) {
+                    println!(
+                        "           ({model}: {} in, {} out)",
+                        usage.input_tokens, usage.output_tokens
+                    );
+                }
+            }
+        }
+        SessionsCommand::Reset { key } => {
+            let key = SessionKey::parse(&key)?;
+            match store.reset(&key)? {
+                Some(archived) => println!("archived {key} to {}", archived.display()),
+                None => println!("no session {key}: nothing to reset"),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|line| format!("    {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,209 @@
+//! A throwaway `NANOCRAB_HOME` wired to a mock LLM, and the binary run inside it.
+
+use std::path::{Path, PathBuf};
+
+use nanocrab_testkit::{MockLlm, RecordedRequest};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// The API key every test home is configured with; no output may ever contain it.
+pub const SECRET_KEY: &str = "sk-test-e2e-5ecret-do-not-print";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    Anthropic,
+    OpenAi,
+}
+
+impl Wire {
+    pub const ALL: [Wire; 2] = [Wire::Anthropic, Wire::OpenAi];
+
+    pub fn provider(self) -> &'static str {
+        match self {
+            Wire::Anthropic => "anthropic",
+            Wire::OpenAi => "openai",
+        }
+    }
+}
+
+pub struct Home {
+    dir: TempDir,
+    pub mock: MockLlm,
+    pub wire: Wire,
+}
+
+impl Home {
+    /// A home whose config points `wire`'s provider at a fresh mock, with an empty workspace.
+    pub fn new(wire: Wire) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mock = MockLlm::spawn();
+        let home = Self { dir, mock, wire };
+        std::fs::create_dir_all(home.workspace()).unwrap();
+        home.write_config(home.base_config());
+        home
+    }
+
+    pub fn base_config(&self) -> Value {
+        let api_base = match self.wire {
+            Wire::Anthropic => self.mock.anthropic_base(),
+            Wire::OpenAi => self.mock.openai_base(),
+        };
+        json!({
+            "version": 1,
+            "agents": { "defaults": {
+                "model": format!("{}/mock-model", self.wire.provider()),
+                "workspace": self.workspace(),
+            }},
+            "providers": { self.wire.provider(): { "apiKey": SECRET_KEY, "apiBase": api_base } },
+        })
+    }
+
+    pub fn write_config(&self, config: Value) {
+        std::fs::create_dir_all(self.home()).unwrap();
+        std::fs::write(
+            self.config_path(),
+            serde_json::to_string_pretty(&config).unwrap(),
+        )
+        .unwrap();
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.home().join("config.json")
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.dir.path().join("workspace")
+    }
+
+    pub fn user_home(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The binary with a clean environment: only PATH, HOME and NANOCRAB_HOME, so no real
+    /// credentials or config of the machine running the tests leak in.
+    pub fn nanocrab(&self) -> assert_cmd::Command {
+        let mut cmd = assert_cmd::Command::cargo_bin("nanocrab").unwrap();
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.user_home())
+            .env("NANOCRAB_HOME", self.home())
+            .timeout(std::time::Duration::from_secs(60));
+        cmd
+    }
+
+    /// Runs `agent -m message`, asserting success; returns stdout.
+    pub fn ask(&self, message: &str) -> String {
+        let output = self
+            .nanocrab()
+            .args(["agent", "-m", message])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert!(
+            output.status.success(),
+            "agent failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        assert_no_secret(&stdout);
+        assert_no_secret(&stderr);
+        stdout
+    }
+
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.mock.requests()
+    }
+}
+
+pub fn assert_no_secret(text: &str) {
+    assert!(!text.contains(SECRET_KEY), "the API key leaked:\n{text}");
+    assert!(
+        !text.contains("5ecret"),
+        "part of the API key leaked:\n{text}"
+    );
+}
+
+/// The system prompt of a recorded request, whichever the wire protocol.
+pub fn system_prompt(body: &Value) -> String {
+    if let Some(system) = body.get("system") {
+        return match system {
+            Value::String(text) => text.clone(),
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => panic!("unexpected system field {other}"),
+        };
+    }
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Tool results a recorded request carries, as (call id, content, is_error), in order.
+pub fn tool_results(body: &Value) -> Vec<(String, String, bool)> {
+    let mut out = Vec::new();
+    for message in body["messages"].as_array().unwrap() {
+        if message["role"] == "tool" {
+            let content = message["content"].as_str().unwrap_or_default().to_owned();
+            let is_error = content.starts_with("Error");
+            out.push((
+                message["tool_call_id"].as_str().unwrap().to_owned(),
+                content,
+                is_error,
+            ));
+        }
+        if let Some(blocks) = message["content"].as_array() {
+            for block in blocks.iter().filter(|b| b["type"] == "tool_result") {
+                let content = match &block["content"] {
+                    Value::String(text) => text.clone(),
+                    Value::Array(parts) => parts
+                        .iter()
+                        .filter_map(|p| p["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join(""),
+                    other => other.to_string(),
+                };
+                out.push((
+                    block["tool_use_id"].as_str().unwrap().to_owned(),
+                    content,
+                    block["is_error"].as_bool().unwrap_or(false),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The user-visible text of every message in a recorded request, in order, as (role, text).
+pub fn message_texts(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system" && m["role"] != "tool")
+        .map(|m| {
+            let text = match &m["content"] {
+                Value::String(text) => text.clone(),
+                Value::Array(blocks) => blocks
+                    .iter()
+                    .filter(|b| b["type"] == "text")
+                    .filter_map(|b| b["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join(""),
+                _ => String::new(),
+            };
+            (m["role"].as_str().unwrap().to_owned(), text)
+        })
+        .filter(|(_, text)| !text.is_empty())
+        .collect()
+}

@@ -1,0 +1,11 @@
+//! End-to-end tests: the real `nanocrab` binary against the loopback mock LLM.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod harness;
+
+mod config_errors;
+mod onboard;
+mod policy_denials;
+mod provider_failures;
+mod sessions;
+mod tool_loop;

@@ -1,0 +1,87 @@
+use pretty_assertions::assert_eq;
+
+use crate::harness::{Home, Wire};
+
+const TEMPLATES: [&str; 7] = [
+    "AGENTS.md",
+    "SOUL.md",
+    "USER.md",
+    "TOOLS.md",
+    "IDENTITY.md",
+    "HEARTBEAT.md",
+    "memory/MEMORY.md",
+];
+
+#[test]
+fn onboard_writes_config_and_templates_and_never_overwrites() {
+    let home = Home::new(Wire::Anthropic);
+    std::fs::remove_file(home.config_path()).unwrap();
+    let default_workspace = home.home().join("workspace");
+
+    let first = home.nanocrab().arg("onboard").output().unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let stdout = String::from_utf8(first.stdout).unwrap();
+    assert!(stdout.contains("Next steps"), "{stdout}");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.config_path()).unwrap()).unwrap();
+    assert_eq!(config["version"], 1);
+    assert_eq!(config["agents"]["defaults"]["maxToolIterations"], 40);
+    for file in TEMPLATES {
+        let content = std::fs::read_to_string(default_workspace.join(file)).unwrap();
+        assert!(content.len() > 40, "{file} has real content");
+    }
+
+    std::fs::write(default_workspace.join("SOUL.md"), "my own soul").unwrap();
+    std::fs::write(home.config_path(), "{\"version\": 1}").unwrap();
+    let second = home.nanocrab().arg("onboard").output().unwrap();
+    assert!(second.status.success());
+    assert_eq!(
+        std::fs::read_to_string(default_workspace.join("SOUL.md")).unwrap(),
+        "my own soul"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.config_path()).unwrap(),
+        "{\"version\": 1}"
+    );
+}
+
+#[test]
+fn config_schema_is_printed() {
+    let home = Home::new(Wire::Anthropic);
+    let output = home.nanocrab().args(["config", "schema"]).output().unwrap();
+    assert!(output.status.success());
+    let schema: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let text = schema.to_string();
+    for key in [
+        "maxToolIterations",
+        "restrictToWorkspace",
+        "safeBins",
+        "apiBase",
+    ] {
+        assert!(text.contains(key), "{key} missing from the schema");
+    }
+}
+
+#[test]
+fn status_shows_config_workspace_model_and_providers() {
+    let home = Home::new(Wire::Anthropic);
+    let output = home.nanocrab().arg("status").output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    crate::harness::assert_no_secret(&stdout);
+    for needle in [
+        home.config_path().display().to_string(),
+        home.workspace().display().to_string(),
+        "anthropic/mock-model".to_owned(),
+    ] {
+        assert!(stdout.contains(&needle), "{needle} missing:\n{stdout}");
+    }
+}
