@@ -59,8 +59,9 @@ def main():
         ["cargo", "build", "--release", "--quiet", "-p", "nanocrab", "-p", "nanocrab-testkit",
          "--bin", "nanocrab", "--bin", "mock-llm"],
         cwd=ROOT, check=True)
-    nanocrab = ROOT / "target/release/nanocrab"
-    mock_bin = ROOT / "target/release/mock-llm"
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    nanocrab = target / "release/nanocrab"
+    mock_bin = target / "release/mock-llm"
 
     with tempfile.TemporaryDirectory(prefix="nanocrab-bench-") as tmp:
         tmp = Path(tmp)
