@@ -19,7 +19,11 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     println!("sessions   {}", env.paths.sessions_dir().display());
     println!("providers");
     for (spec, ready) in nanocrab_provider::configured_providers(config, &Env::var) {
-        let state = if ready { "ready" } else { "no key" };
+        let state = match (ready, spec.api_key_env) {
+            (true, _) => "configured".to_owned(),
+            (false, Some(var)) => format!("no key: set {var} or providers.{}.apiKey", spec.name),
+            (false, None) => format!("needs providers.{}.apiBase", spec.name),
+        };
         println!("  {:<11} {state}", spec.name);
     }
     Ok(())
