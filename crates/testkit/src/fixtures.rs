@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-/// A provider wire protocol, for framing `.chunks.txt` fixtures as SSE.
+/// A provider wire protocol, for framing `.chunks.txt` fixtures as SSE. (The mock itself
+/// serves only the first two.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
     Anthropic,
@@ -21,10 +22,13 @@ pub fn fixtures_dir() -> PathBuf {
     dir
 }
 
+/// A fixture by its path relative to `shared/fixtures/`, e.g.
+/// `providers/anthropic/stream-text.chunks.txt`.
 pub fn fixture_path(relative: &str) -> PathBuf {
     fixtures_dir().join(relative)
 }
 
+/// The bytes of a fixture, exactly as recorded.
 pub fn fixture_bytes(relative: &str) -> Vec<u8> {
     let path = fixture_path(relative);
     std::fs::read(&path).unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()))
@@ -52,27 +56,32 @@ pub fn replay_list(relative_dir: &str) -> Vec<String> {
     out
 }
 
-/// Frames a `.chunks.txt` fixture (one event JSON per line) as an SSE body, following the
-/// fixtures README: Anthropic gets `event: <type>` before each `data:`; OpenAI Chat gets
-/// `data: [DONE]` at the end; Gemini gets neither.
+/// Frames a `.chunks.txt` fixture (one event JSON per line, no SSE framing) as an SSE body,
+/// following the fixtures README: each non-empty line becomes `data: <line>\n\n`; Anthropic
+/// puts `event: <json.type>` before each; OpenAI Chat appends `data: [DONE]`; Gemini neither.
 pub fn chunks_to_sse(protocol: Protocol, chunks: &str) -> String {
     let mut out = String::new();
     for line in chunks.lines().filter(|l| !l.trim().is_empty()) {
-        if protocol == Protocol::Anthropic {
-            let event: serde_json::Value = serde_json::from_str(line)
-                .unwrap_or_else(|err| panic!("chunk is not JSON ({err}): {line}"));
-            if let Some(kind) = event["type"].as_str() {
+        match protocol {
+            Protocol::Anthropic => {
+                let event: serde_json::Value = serde_json::from_str(line)
+                    .unwrap_or_else(|err| panic!("chunk is not JSON ({err}): {line}"));
+                let kind = event["type"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("Anthropic chunk without a \"type\": {line}"));
                 out.push_str("event: ");
                 out.push_str(kind);
                 out.push('\n');
             }
+            Protocol::OpenAiChat | Protocol::Gemini => {}
         }
         out.push_str("data: ");
         out.push_str(line);
         out.push_str("\n\n");
     }
-    if protocol == Protocol::OpenAiChat {
-        out.push_str("data: [DONE]\n\n");
+    match protocol {
+        Protocol::OpenAiChat => out.push_str("data: [DONE]\n\n"),
+        Protocol::Anthropic | Protocol::Gemini => {}
     }
     out
 }

@@ -1,14 +1,48 @@
-//! Dev-only loopback fakes: a mock LLM that speaks the real wire formats of Anthropic Messages
-//! and OpenAI Chat Completions, scripted per test and recording every request, plus access to
-//! the recorded real streams in `shared/fixtures/`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Dev-only loopback fakes for nanocrab's tests: a mock LLM that speaks the real wire formats
+//! of Anthropic Messages and OpenAI Chat Completions, scripted per test and recording every
+//! request, plus access to the recorded real streams in `shared/fixtures/`.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use nanocrab_testkit::{MockLlm, Reply};
+//! use serde_json::json;
+//!
+//! let mock = MockLlm::start().await; // or MockLlm::spawn() in a synchronous test
+//! mock.push(Reply::tool_call("call_1", "write_file", json!({"path": "a.md", "content": "x"})));
+//! mock.push(Reply::text("Done."));
+//! // Point the provider at mock.anthropic_base() (host root) or mock.openai_base() (`/v1`)...
+//! let bodies: Vec<_> = mock.requests().into_iter().map(|r| r.body).collect();
+//! # }
+//! ```
+//!
+//! - Replies are served first in, first out, whichever endpoint is hit (`POST /v1/messages`
+//!   or `POST /v1/chat/completions`); the endpoint decides the wire format and the request's
+//!   `"stream": true` decides SSE versus one JSON body.
+//! - Streams follow the recorded ones: Anthropic `message_start` (usage), then per block
+//!   `content_block_start` / `content_block_delta` (`text_delta`, `thinking_delta`,
+//!   `input_json_delta`) / `content_block_stop`, `message_delta` (stop reason, output
+//!   tokens), `message_stop`, each with its `event:` line. OpenAI `chat.completion.chunk`s,
+//!   tool calls as `tool_calls` deltas (index, id, type, name, then the arguments split over
+//!   several chunks), a `finish_reason` chunk, the usage chunk with `choices: []` when the
+//!   request set `stream_options.include_usage`, then `data: [DONE]`.
+//! - Each SSE event is written as its own body frame; [`Reply::with_chunk_size`] re-cuts the
+//!   body at arbitrary byte boundaries and [`Reply::with_chunk_delay`] paces the frames.
+//! - Errors ([`Reply::error`] with an [`ApiError`]) use each provider's own status and body
+//!   shape; [`Reply::status`] sends anything else; [`Reply::stream_error_after`] fails inside
+//!   a 200 stream.
+//! - [`Reply::fixture`] replays a recorded file from `shared/fixtures/`.
+//! - An empty script answers HTTP 500 `mock LLM: no scripted reply left for request N`, so a
+//!   test fails at once instead of hanging; every request is recorded all the same.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test infrastructure: a panic is the report
 
+mod anthropic;
 mod fixtures;
+mod openai_chat;
 mod reply;
 mod server;
 
 pub use fixtures::{
     Protocol, chunks_to_sse, fixture_bytes, fixture_path, fixtures_dir, replay_list,
 };
-pub use reply::Reply;
+pub use reply::{ApiError, Part, Reply};
 pub use server::{MockLlm, RecordedRequest};

@@ -1,34 +1,23 @@
-//! Scripted replies and how each is rendered in each provider's real wire format (shapes taken
-//! from the recorded streams in `shared/fixtures/providers/`).
+//! Scripted replies: what the mock answers to one request, independent of the wire format.
+//! `anthropic.rs` and `openai_chat.rs` turn a reply into each provider's real bytes.
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use axum::body::Bytes;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use serde_json::Value;
 
 use crate::fixtures::{Protocol, chunks_to_sse, fixture_bytes};
+use crate::{anthropic, openai_chat};
 
-/// What the mock answers to one request. Builders cover the common cases; the same reply is
-/// rendered as Anthropic Messages or OpenAI Chat Completions depending on the endpoint hit,
-/// streaming or not depending on the request's `"stream"`.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    body: Body,
-    delay: Duration,
-    headers: Vec<(String, String)>,
-    usage: (u64, u64),
-}
-
-#[derive(Debug, Clone)]
-enum Body {
-    Answer(Vec<Part>),
-    Error { status: u16, kind: ErrorKind },
-    Status { status: u16, body: Value },
-    Fixture(String),
-}
-
-#[derive(Debug, Clone)]
-enum Part {
+/// One piece of an assistant answer, in the order the model produces it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    /// Reasoning: an Anthropic `thinking` block; `reasoning_content` on OpenAI-style endpoints
+    /// (DeepSeek's field).
+    Thinking(String),
     Text(String),
+    /// A tool call whose arguments are sent exactly as `raw_arguments` (may be broken JSON).
     ToolCall {
         id: String,
         name: String,
@@ -36,36 +25,112 @@ enum Part {
     },
 }
 
-#[derive(Debug, Clone, Copy)]
-enum ErrorKind {
+/// The errors the mock can answer with, each in the envelope of the endpoint hit:
+/// Anthropic `{"type":"error","error":{"type","message"},"request_id"}` (as in
+/// `anthropic/error-400-invalid-request.json`), OpenAI `{"error":{"message","type","param","code"}}`
+/// (as in `openai/error-429-insufficient-quota.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiError {
+    /// 400 `invalid_request_error`: never retried.
+    BadRequest,
+    /// 401; the OpenAI body echoes a masked key, as the real one does.
     Unauthorized,
-    Overloaded,
+    /// 403 `permission_error`: never retried.
+    Forbidden,
+    /// 429 rate limit.
     RateLimited,
+    /// 500 `api_error` / `server_error`.
+    ServerError,
+    /// Anthropic's 529 `overloaded_error`; OpenAI-style endpoints answer 503.
+    Overloaded,
+}
+
+#[derive(Debug, Clone)]
+enum Body {
+    Answer(Vec<Part>),
+    /// Streams the answer's parts, then an in-stream error event instead of the end.
+    StreamError(Vec<Part>),
+    Error(ApiError),
+    Status {
+        status: StatusCode,
+        body: Value,
+    },
+    Fixture(String),
+}
+
+/// What the mock answers to one request. The same reply is rendered as Anthropic Messages or
+/// OpenAI Chat Completions depending on the endpoint hit, as SSE when the request has
+/// `"stream": true` and as one JSON body otherwise.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    body: Body,
+    delay: Duration,
+    chunk_delay: Duration,
+    chunk_size: Option<usize>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    usage: Usage,
+}
+
+/// Token counts the reply reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Usage {
+    pub input: u64,
+    pub output: u64,
+}
+
+/// A reply rendered for one endpoint: the body as the frames it is written in.
+pub(crate) struct Rendered {
+    pub status: StatusCode,
+    pub content_type: &'static str,
+    pub frames: Vec<Bytes>,
+}
+
+/// The endpoint a request hit, which decides the wire format of the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    /// `POST /v1/messages`
+    AnthropicMessages,
+    /// `POST /v1/chat/completions`
+    OpenAiChat,
 }
 
 impl Reply {
-    fn answer(parts: Vec<Part>) -> Self {
+    /// An answer made of `parts`, e.g. thinking, then text, then two tool calls.
+    pub fn parts(parts: Vec<Part>) -> Self {
         Self {
             body: Body::Answer(parts),
             delay: Duration::ZERO,
+            chunk_delay: Duration::ZERO,
+            chunk_size: None,
             headers: Vec::new(),
-            usage: (12, 7),
+            usage: Usage {
+                input: 12,
+                output: 7,
+            },
         }
     }
 
-    /// A plain text answer.
+    /// A plain text answer (`end_turn` / `stop`). `<think>` tags are just text.
     pub fn text(text: impl Into<String>) -> Self {
-        Self::answer(vec![Part::Text(text.into())])
+        Self::parts(vec![Part::Text(text.into())])
     }
 
-    /// One tool call with JSON arguments.
+    /// Reasoning, then a text answer.
+    pub fn thinking(thinking: impl Into<String>, text: impl Into<String>) -> Self {
+        Self::parts(vec![
+            Part::Thinking(thinking.into()),
+            Part::Text(text.into()),
+        ])
+    }
+
+    /// One tool call with JSON arguments (`tool_use` / `tool_calls`).
     pub fn tool_call(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
         Self::tool_calls(vec![(id.into(), name.into(), input)])
     }
 
-    /// Parallel tool calls in one answer.
+    /// Parallel tool calls in one answer: `(id, name, input)` each.
     pub fn tool_calls(calls: Vec<(String, String, Value)>) -> Self {
-        Self::answer(
+        Self::parts(
             calls
                 .into_iter()
                 .map(|(id, name, input)| Part::ToolCall {
@@ -84,7 +149,7 @@ impl Reply {
         name: impl Into<String>,
         input: Value,
     ) -> Self {
-        Self::answer(vec![
+        Self::parts(vec![
             Part::Text(text.into()),
             Part::ToolCall {
                 id: id.into(),
@@ -94,70 +159,115 @@ impl Reply {
         ])
     }
 
-    /// A tool call whose arguments are sent exactly as given, e.g. broken JSON.
+    /// A tool call whose arguments are sent exactly as given, e.g. broken JSON. (A non-stream
+    /// Anthropic answer carries `input` parsed; unparsable text goes there as a JSON string,
+    /// a case the real API never produces.)
     pub fn tool_call_raw(
         id: impl Into<String>,
         name: impl Into<String>,
         raw_arguments: impl Into<String>,
     ) -> Self {
-        Self::answer(vec![Part::ToolCall {
+        Self::parts(vec![Part::ToolCall {
             id: id.into(),
             name: name.into(),
             raw_arguments: raw_arguments.into(),
         }])
     }
 
-    /// 401 with the provider's own error body.
-    pub fn unauthorized() -> Self {
-        Self::error(401, ErrorKind::Unauthorized)
-    }
-
-    /// Anthropic's 529 `overloaded_error` (OpenAI-style endpoints get a 503).
-    pub fn overloaded() -> Self {
-        Self::error(529, ErrorKind::Overloaded)
-    }
-
-    /// 429 with the provider's own error body; add `retry-after` with [`Reply::with_header`].
-    pub fn rate_limited() -> Self {
-        Self::error(429, ErrorKind::RateLimited)
-    }
-
-    fn error(status: u16, kind: ErrorKind) -> Self {
+    /// `error` with the provider's own status and body for the endpoint hit.
+    pub fn error(error: ApiError) -> Self {
         Self {
-            body: Body::Error { status, kind },
-            ..Self::text("")
+            body: Body::Error(error),
+            ..Self::parts(Vec::new())
         }
+    }
+
+    /// Shorthand for `Reply::error(ApiError::Unauthorized)`.
+    pub fn unauthorized() -> Self {
+        Self::error(ApiError::Unauthorized)
+    }
+
+    /// Shorthand for `Reply::error(ApiError::Overloaded)`.
+    pub fn overloaded() -> Self {
+        Self::error(ApiError::Overloaded)
+    }
+
+    /// Shorthand for `Reply::error(ApiError::RateLimited)`; add `retry-after` with
+    /// [`Reply::with_header`].
+    pub fn rate_limited() -> Self {
+        Self::error(ApiError::RateLimited)
     }
 
     /// Any status with a JSON body of your choice.
     pub fn status(status: u16, body: Value) -> Self {
+        let status = StatusCode::from_u16(status)
+            .unwrap_or_else(|err| panic!("mock LLM: invalid HTTP status {status}: {err}"));
         Self {
             body: Body::Status { status, body },
-            ..Self::text("")
+            ..Self::parts(Vec::new())
         }
     }
 
-    /// Replays a recorded fixture (path relative to `shared/fixtures/`) byte for byte; a
-    /// `.chunks.txt` file is framed as SSE for the protocol of the endpoint hit.
+    /// A 200 stream that sends `text` and then fails: Anthropic's `event: error` with the
+    /// `overloaded_error` body quoted in the fixtures README; on OpenAI-style endpoints an
+    /// `event: error` carrying an `{"error":{..}}` object, as Groq sends
+    /// (`openai-compatible/groq-stream-tool-use-failed-error.sse`). Neither ends the stream
+    /// properly (no `message_stop`, no `[DONE]`). A non-stream request gets the overloaded
+    /// HTTP error instead.
+    pub fn stream_error_after(text: impl Into<String>) -> Self {
+        Self {
+            body: Body::StreamError(vec![Part::Text(text.into())]),
+            ..Self::parts(Vec::new())
+        }
+    }
+
+    /// Replays a recorded fixture (path relative to `shared/fixtures/`): `.sse` byte for byte
+    /// as `text/event-stream`; `.chunks.txt` framed as SSE for the endpoint hit (see
+    /// [`chunks_to_sse`]); `.json` as `application/json`, with the status taken from an
+    /// `error-NNN` in the file name (200 otherwise).
     pub fn fixture(relative_path: impl Into<String>) -> Self {
         Self {
             body: Body::Fixture(relative_path.into()),
-            ..Self::text("")
+            ..Self::parts(Vec::new())
         }
     }
 
+    /// Waits this long before answering (before the status line).
     pub fn with_delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
         self
     }
 
-    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
+    /// Waits this long before each frame of the body after the first.
+    pub fn with_chunk_delay(mut self, delay: Duration) -> Self {
+        self.chunk_delay = delay;
         self
     }
 
+    /// Writes the body in pieces of `bytes` bytes instead of one per SSE event, so events and
+    /// even UTF-8 characters straddle reads (exercises client SSE parsers).
+    pub fn with_chunk_size(mut self, bytes: usize) -> Self {
+        assert!(bytes > 0, "chunk size must be at least one byte");
+        self.chunk_size = Some(bytes);
+        self
+    }
+
+    /// Adds a response header, e.g. `retry-after`.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .unwrap_or_else(|err| panic!("mock LLM: invalid header name {name:?}: {err}"));
+        let value = HeaderValue::from_str(value)
+            .unwrap_or_else(|err| panic!("mock LLM: invalid header value {value:?}: {err}"));
+        self.headers.push((name, value));
+        self
+    }
+
+    /// Token counts reported (default 12 in, 7 out).
     pub fn with_usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {
-        self.usage = (input_tokens, output_tokens);
+        self.usage = Usage {
+            input: input_tokens,
+            output: output_tokens,
+        };
         self
     }
 
@@ -165,342 +275,161 @@ impl Reply {
         self.delay
     }
 
-    pub(crate) fn headers(&self) -> &[(String, String)] {
+    pub(crate) fn chunk_delay(&self) -> Duration {
+        self.chunk_delay
+    }
+
+    pub(crate) fn headers(&self) -> &[(HeaderName, HeaderValue)] {
         &self.headers
     }
 
-    /// Status, content type and body for a request of `protocol`.
-    pub(crate) fn render(&self, protocol: Protocol, stream: bool, model: &str) -> Rendered {
-        match &self.body {
-            Body::Answer(parts) if stream => Rendered {
-                status: 200,
-                content_type: "text/event-stream",
-                body: match protocol {
-                    Protocol::Anthropic => anthropic_stream(parts, model, self.usage),
-                    Protocol::OpenAiChat | Protocol::Gemini => {
-                        openai_stream(parts, model, self.usage)
-                    }
-                }
-                .into_bytes(),
-            },
-            Body::Answer(parts) => Rendered::json(
-                200,
-                &match protocol {
-                    Protocol::Anthropic => anthropic_message(parts, model, self.usage),
-                    Protocol::OpenAiChat | Protocol::Gemini => {
-                        openai_completion(parts, model, self.usage)
-                    }
-                },
-            ),
-            Body::Error { status, kind } => error_body(protocol, *status, *kind),
-            Body::Status { status, body } => Rendered::json(*status, body),
-            Body::Fixture(path) => {
-                let bytes = fixture_bytes(path);
-                if path.ends_with(".json") {
-                    Rendered {
-                        status: 200,
-                        content_type: "application/json",
-                        body: bytes,
-                    }
-                } else if path.ends_with(".chunks.txt") {
-                    Rendered {
-                        status: 200,
-                        content_type: "text/event-stream",
-                        body: chunks_to_sse(protocol, &String::from_utf8_lossy(&bytes))
-                            .into_bytes(),
-                    }
-                } else {
-                    Rendered {
-                        status: 200,
-                        content_type: "text/event-stream",
-                        body: bytes,
-                    }
-                }
+    /// The reply in the wire format of `endpoint`, for the request body `request`.
+    pub(crate) fn render(&self, endpoint: Endpoint, request: &Value) -> Rendered {
+        let stream = request["stream"].as_bool().unwrap_or(false);
+        let model = request["model"].as_str().unwrap_or("mock-model");
+        let rendered = match (&self.body, endpoint) {
+            (Body::Answer(parts), Endpoint::AnthropicMessages) if stream => {
+                sse(anthropic::stream(parts, model, self.usage, false))
             }
+            (Body::StreamError(parts), Endpoint::AnthropicMessages) if stream => {
+                sse(anthropic::stream(parts, model, self.usage, true))
+            }
+            (Body::Answer(parts), Endpoint::OpenAiChat) if stream => {
+                let include_usage = request["stream_options"]["include_usage"] == true;
+                sse(openai_chat::stream(
+                    parts,
+                    model,
+                    include_usage.then_some(self.usage),
+                    false,
+                ))
+            }
+            (Body::StreamError(parts), Endpoint::OpenAiChat) if stream => {
+                sse(openai_chat::stream(parts, model, None, true))
+            }
+            (Body::Answer(parts), Endpoint::AnthropicMessages) => json(
+                StatusCode::OK,
+                &anthropic::message(parts, model, self.usage),
+            ),
+            (Body::Answer(parts), Endpoint::OpenAiChat) => json(
+                StatusCode::OK,
+                &openai_chat::completion(parts, model, self.usage),
+            ),
+            (Body::StreamError(_), Endpoint::AnthropicMessages) => {
+                error(ApiError::Overloaded, endpoint)
+            }
+            (Body::StreamError(_), Endpoint::OpenAiChat) => error(ApiError::Overloaded, endpoint),
+            (Body::Error(api_error), _) => error(*api_error, endpoint),
+            (Body::Status { status, body }, _) => json(*status, body),
+            (Body::Fixture(path), _) => fixture(path, endpoint),
+        };
+        match self.chunk_size {
+            Some(size) => Rendered {
+                frames: rendered
+                    .frames
+                    .concat()
+                    .chunks(size)
+                    .map(Bytes::copy_from_slice)
+                    .collect(),
+                ..rendered
+            },
+            None => rendered,
         }
     }
 }
 
-pub(crate) struct Rendered {
-    pub status: u16,
-    pub content_type: &'static str,
-    pub body: Vec<u8>,
+fn sse(events: Vec<String>) -> Rendered {
+    Rendered {
+        status: StatusCode::OK,
+        content_type: "text/event-stream",
+        frames: events.into_iter().map(Bytes::from).collect(),
+    }
 }
 
-impl Rendered {
-    fn json(status: u16, body: &Value) -> Self {
-        Self {
-            status,
+fn json(status: StatusCode, body: &Value) -> Rendered {
+    Rendered {
+        status,
+        content_type: "application/json",
+        frames: vec![Bytes::from(body.to_string())],
+    }
+}
+
+fn error(api_error: ApiError, endpoint: Endpoint) -> Rendered {
+    let (status, body) = match endpoint {
+        Endpoint::AnthropicMessages => anthropic::error(api_error),
+        Endpoint::OpenAiChat => openai_chat::error(api_error),
+    };
+    let status = StatusCode::from_u16(status).expect("error statuses are valid");
+    json(status, &body)
+}
+
+fn fixture(path: &str, endpoint: Endpoint) -> Rendered {
+    let bytes = fixture_bytes(path);
+    if path.ends_with(".json") {
+        return Rendered {
+            status: error_status_in_name(path).unwrap_or(StatusCode::OK),
             content_type: "application/json",
-            body: body.to_string().into_bytes(),
-        }
+            frames: vec![Bytes::from(bytes)],
+        };
     }
+    let body = if path.ends_with(".chunks.txt") {
+        let protocol = match endpoint {
+            Endpoint::AnthropicMessages => Protocol::Anthropic,
+            Endpoint::OpenAiChat => Protocol::OpenAiChat,
+        };
+        let text = String::from_utf8(bytes)
+            .unwrap_or_else(|err| panic!("fixture {path} is not UTF-8: {err}"));
+        chunks_to_sse(protocol, &text).into_bytes()
+    } else {
+        assert!(
+            path.ends_with(".sse"),
+            "fixture {path}: expected .sse, .chunks.txt or .json"
+        );
+        bytes
+    };
+    Rendered {
+        status: StatusCode::OK,
+        content_type: "text/event-stream",
+        frames: vec![Bytes::from(body)],
+    }
+}
+
+/// `400` from `.../groq-error-400-tool-use-failed.json`.
+fn error_status_in_name(path: &str) -> Option<StatusCode> {
+    let name = path.rsplit('/').next()?;
+    let (_, after) = name.split_once("error-")?;
+    StatusCode::from_bytes(after.get(..3)?.as_bytes()).ok()
 }
 
 /// Pieces of `text` a few characters long, as real servers stream them.
-fn pieces(text: &str, size: usize) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    chars.chunks(size).map(|c| c.iter().collect()).collect()
+pub(crate) fn pieces(text: &str, chars: usize) -> Vec<String> {
+    let all: Vec<char> = text.chars().collect();
+    all.chunks(chars).map(|c| c.iter().collect()).collect()
 }
 
-fn sse(out: &mut String, event: Option<&str>, data: &Value) {
-    if let Some(event) = event {
-        out.push_str("event: ");
-        out.push_str(event);
-        out.push('\n');
-    }
-    out.push_str("data: ");
-    out.push_str(&data.to_string());
-    out.push_str("\n\n");
-}
-
-fn has_tool_call(parts: &[Part]) -> bool {
+pub(crate) fn has_tool_call(parts: &[Part]) -> bool {
     parts.iter().any(|p| matches!(p, Part::ToolCall { .. }))
 }
 
-fn anthropic_stream(parts: &[Part], model: &str, (input, output): (u64, u64)) -> String {
-    let mut out = String::new();
-    sse(
-        &mut out,
-        Some("message_start"),
-        &json!({"type": "message_start", "message": {
-            "id": "msg_mock", "type": "message", "role": "assistant", "model": model,
-            "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": input, "output_tokens": 1}}}),
-    );
-    for (index, part) in parts.iter().enumerate() {
-        let (block, deltas): (Value, Vec<Value>) = match part {
-            Part::Text(text) => (
-                json!({"type": "text", "text": ""}),
-                pieces(text, 8)
-                    .into_iter()
-                    .map(|t| json!({"type": "text_delta", "text": t}))
-                    .collect(),
-            ),
-            Part::ToolCall {
-                id,
-                name,
-                raw_arguments,
-            } => (
-                json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
-                std::iter::once(String::new())
-                    .chain(pieces(raw_arguments, 10))
-                    .map(|p| json!({"type": "input_json_delta", "partial_json": p}))
-                    .collect(),
-            ),
-        };
-        sse(
-            &mut out,
-            Some("content_block_start"),
-            &json!({"type": "content_block_start", "index": index, "content_block": block}),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_status_comes_from_the_file_name() {
+        assert_eq!(
+            error_status_in_name("providers/openai-compatible/groq-error-400-tool-use-failed.json"),
+            Some(StatusCode::BAD_REQUEST)
         );
-        if index == 0 {
-            sse(&mut out, Some("ping"), &json!({"type": "ping"}));
-        }
-        for delta in deltas {
-            sse(
-                &mut out,
-                Some("content_block_delta"),
-                &json!({"type": "content_block_delta", "index": index, "delta": delta}),
-            );
-        }
-        sse(
-            &mut out,
-            Some("content_block_stop"),
-            &json!({"type": "content_block_stop", "index": index}),
+        assert_eq!(
+            error_status_in_name("providers/openai/error-429-insufficient-quota.json"),
+            Some(StatusCode::TOO_MANY_REQUESTS)
         );
+        assert_eq!(error_status_in_name("providers/anthropic/text.json"), None);
     }
-    let stop = if has_tool_call(parts) {
-        "tool_use"
-    } else {
-        "end_turn"
-    };
-    sse(
-        &mut out,
-        Some("message_delta"),
-        &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
-                "usage": {"output_tokens": output}}),
-    );
-    sse(
-        &mut out,
-        Some("message_stop"),
-        &json!({"type": "message_stop"}),
-    );
-    out
-}
 
-fn anthropic_message(parts: &[Part], model: &str, (input, output): (u64, u64)) -> Value {
-    let content: Vec<Value> = parts
-        .iter()
-        .map(|part| match part {
-            Part::Text(text) => json!({"type": "text", "text": text}),
-            Part::ToolCall {
-                id,
-                name,
-                raw_arguments,
-            } => json!({"type": "tool_use", "id": id, "name": name,
-                        "input": serde_json::from_str::<Value>(raw_arguments).unwrap_or(json!({}))}),
-        })
-        .collect();
-    json!({"id": "msg_mock", "type": "message", "role": "assistant", "model": model,
-           "content": content,
-           "stop_reason": if has_tool_call(parts) { "tool_use" } else { "end_turn" },
-           "stop_sequence": null,
-           "usage": {"input_tokens": input, "output_tokens": output}})
-}
-
-fn openai_chunk(model: &str, choices: Value) -> Value {
-    json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1_727_346_180,
-           "model": model, "choices": choices})
-}
-
-fn openai_stream(parts: &[Part], model: &str, (input, output): (u64, u64)) -> String {
-    let mut out = String::new();
-    let delta = |delta: Value| json!([{"index": 0, "delta": delta, "finish_reason": null}]);
-    sse(
-        &mut out,
-        None,
-        &openai_chunk(model, delta(json!({"role": "assistant", "content": ""}))),
-    );
-    let mut tool_index = 0;
-    for part in parts {
-        match part {
-            Part::Text(text) => {
-                for piece in pieces(text, 8) {
-                    sse(
-                        &mut out,
-                        None,
-                        &openai_chunk(model, delta(json!({"content": piece}))),
-                    );
-                }
-            }
-            Part::ToolCall {
-                id,
-                name,
-                raw_arguments,
-            } => {
-                sse(
-                    &mut out,
-                    None,
-                    &openai_chunk(
-                        model,
-                        delta(json!({"tool_calls": [{"index": tool_index, "id": id,
-                            "type": "function", "function": {"name": name, "arguments": ""}}]})),
-                    ),
-                );
-                for piece in pieces(raw_arguments, 10) {
-                    sse(
-                        &mut out,
-                        None,
-                        &openai_chunk(
-                            model,
-                            delta(json!({"tool_calls": [{"index": tool_index,
-                                "function": {"arguments": piece}}]})),
-                        ),
-                    );
-                }
-                tool_index += 1;
-            }
-        }
-    }
-    let finish = if has_tool_call(parts) {
-        "tool_calls"
-    } else {
-        "stop"
-    };
-    sse(
-        &mut out,
-        None,
-        &openai_chunk(
-            model,
-            json!([{"index": 0, "delta": {}, "finish_reason": finish}]),
-        ),
-    );
-    let mut usage = openai_chunk(model, json!([]));
-    usage["usage"] = json!({"prompt_tokens": input, "completion_tokens": output,
-                            "total_tokens": input + output});
-    sse(&mut out, None, &usage);
-    out.push_str("data: [DONE]\n\n");
-    out
-}
-
-fn openai_completion(parts: &[Part], model: &str, (input, output): (u64, u64)) -> Value {
-    let text: String = parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text(text) => Some(text.as_str()),
-            Part::ToolCall { .. } => None,
-        })
-        .collect();
-    let calls: Vec<Value> = parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::ToolCall {
-                id,
-                name,
-                raw_arguments,
-            } => Some(json!({"id": id, "type": "function",
-                             "function": {"name": name, "arguments": raw_arguments}})),
-            Part::Text(_) => None,
-        })
-        .collect();
-    let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::from(text) }});
-    if !calls.is_empty() {
-        message["tool_calls"] = Value::from(calls);
-    }
-    json!({"id": "chatcmpl-mock", "object": "chat.completion", "created": 1_727_346_180,
-           "model": model,
-           "choices": [{"index": 0, "message": message,
-                        "finish_reason": if has_tool_call(parts) { "tool_calls" } else { "stop" }}],
-           "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output}})
-}
-
-/// Error bodies in each provider's envelope (Anthropic `{"type":"error","error":{..}}` as in
-/// `anthropic/error-400-invalid-request.json`, OpenAI `{"error":{..}}` as in
-/// `openai/error-429-insufficient-quota.json`). The OpenAI 401 echoes a masked key, as the
-/// real one does, so tests can check it is never shown.
-fn error_body(protocol: Protocol, status: u16, kind: ErrorKind) -> Rendered {
-    match protocol {
-        Protocol::Anthropic => {
-            let (kind, message) = match kind {
-                ErrorKind::Unauthorized => ("authentication_error", "invalid x-api-key"),
-                ErrorKind::Overloaded => ("overloaded_error", "Overloaded"),
-                ErrorKind::RateLimited => (
-                    "rate_limit_error",
-                    "Number of request tokens has exceeded your per-minute rate limit",
-                ),
-            };
-            Rendered::json(
-                status,
-                &json!({"type": "error", "error": {"type": kind, "message": message},
-                        "request_id": "req_mock"}),
-            )
-        }
-        Protocol::OpenAiChat | Protocol::Gemini => {
-            let (status, kind, code, message) = match kind {
-                ErrorKind::Unauthorized => (
-                    401,
-                    "invalid_request_error",
-                    "invalid_api_key",
-                    "Incorrect API key provided: sk-test-********************rint. You can find your API key at https://platform.openai.com/account/api-keys.",
-                ),
-                ErrorKind::Overloaded => (
-                    503,
-                    "server_error",
-                    "overloaded",
-                    "The server is overloaded. Please try again later.",
-                ),
-                ErrorKind::RateLimited => (
-                    429,
-                    "requests",
-                    "rate_limit_exceeded",
-                    "Rate limit reached for requests",
-                ),
-            };
-            Rendered::json(
-                status,
-                &json!({"error": {"message": message, "type": kind, "param": null, "code": code}}),
-            )
-        }
+    #[test]
+    fn pieces_never_split_a_character() {
+        assert_eq!(pieces("héllo wörld", 4), vec!["héll", "o wö", "rld"]);
+        assert!(pieces("", 4).is_empty());
     }
 }

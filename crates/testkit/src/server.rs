@@ -1,87 +1,113 @@
-//! The mock LLM HTTP server.
+//! The mock LLM HTTP server: scripted replies in order, every request recorded.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
 use serde_json::Value;
+use tokio::sync::watch;
 
-use crate::fixtures::Protocol;
-use crate::reply::Reply;
+use crate::reply::{Endpoint, Reply};
 
 /// One request the mock received.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordedRequest {
     pub method: String,
+    /// The path without the query, e.g. `/v1/messages`.
     pub path: String,
-    /// Lower-case header names.
+    /// Lower-case header names; repeated headers joined with `, `.
     pub headers: BTreeMap<String, String>,
+    /// The JSON body; a body that is not JSON is kept as a string (`Null` when empty).
     pub body: Value,
 }
 
 #[derive(Default)]
-struct Shared {
+struct Script {
     replies: Mutex<VecDeque<Reply>>,
-    /// Answer every request with this once the queue is empty (benchmarks).
+    /// Answers every request once the queue is empty (benchmarks).
     fallback: Mutex<Option<Reply>>,
     requests: Mutex<Vec<RecordedRequest>>,
 }
 
-/// A mock LLM on 127.0.0.1 that speaks Anthropic Messages (`POST /v1/messages`) and OpenAI
-/// Chat Completions (`POST /v1/chat/completions`). Replies are scripted with [`MockLlm::push`]
-/// and served in order whichever endpoint is hit; every request is recorded. When the script
-/// runs out the mock answers 500 with a message saying so, so a test fails instead of hanging.
+/// A mock LLM on 127.0.0.1 speaking Anthropic Messages (`POST /v1/messages`) and OpenAI Chat
+/// Completions (`POST /v1/chat/completions`). Clones share the same server; it stops when the
+/// last clone is dropped.
 #[derive(Clone)]
 pub struct MockLlm {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    script: Arc<Script>,
+    /// Dropping the last clone of this closes the channel, which stops the server.
+    alive: Arc<watch::Sender<()>>,
 }
 
 impl MockLlm {
-    /// Starts the server on the current tokio runtime.
+    /// Starts the server on the current tokio runtime, on a free port of 127.0.0.1.
     pub async fn start() -> Self {
-        let shared = Arc::new(Shared::default());
+        let script = Arc::new(Script::default());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
-            .expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("local addr");
+            .expect("mock LLM: bind 127.0.0.1:0");
+        let addr = listener
+            .local_addr()
+            .expect("mock LLM: local address of the listener");
+        let (alive, mut stopped) = watch::channel(());
         let app = Router::new()
-            .fallback(handle)
-            .with_state(Arc::clone(&shared));
+            .fallback(answer)
+            .with_state(Arc::clone(&script));
         tokio::spawn(async move {
-            axum::serve(listener, app).await.expect("mock LLM server");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    // Errs once every sender is gone, i.e. the last handle was dropped.
+                    while stopped.changed().await.is_ok() {}
+                })
+                .await
+                .expect("mock LLM: server failed");
         });
-        Self { addr, shared }
+        Self {
+            addr,
+            script,
+            alive: Arc::new(alive),
+        }
     }
 
-    /// Starts the server on a thread of its own, for synchronous tests (the binary under test
-    /// runs as a child process). The thread lives as long as the test process.
+    /// Starts the server on a thread and runtime of its own, for synchronous tests (e.g. the
+    /// binary under test run with `assert_cmd`). The thread ends when the last handle drops.
     pub fn spawn() -> Self {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("tokio runtime");
-            runtime.block_on(async move {
-                tx.send(Self::start().await).expect("hand over the mock");
-                std::future::pending::<()>().await;
-            });
-        });
-        rx.recv().expect("mock LLM started")
+        let (handover, handle) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("mock-llm".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("mock LLM: tokio runtime");
+                runtime.block_on(async move {
+                    let mock = Self::start().await;
+                    let mut stopped = mock.alive.subscribe();
+                    handover
+                        .send(mock)
+                        .expect("mock LLM: the spawning test went away");
+                    while stopped.changed().await.is_ok() {}
+                });
+            })
+            .expect("mock LLM: spawn its thread");
+        handle.recv().expect("mock LLM: server thread died")
     }
 
-    /// Anthropic SDK style base: the host root.
+    /// Anthropic SDK style base URL: the host root, `http://127.0.0.1:PORT`.
     pub fn anthropic_base(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    /// OpenAI SDK style base: includes `/v1`.
+    /// OpenAI SDK style base URL, with `/v1`: `http://127.0.0.1:PORT/v1`.
     pub fn openai_base(&self) -> String {
         format!("http://{}/v1", self.addr)
     }
@@ -90,75 +116,83 @@ impl MockLlm {
         self.addr.port()
     }
 
-    /// Queues the reply to the next unanswered request.
+    /// Queues the reply to the next request not yet answered, whichever endpoint it hits.
     pub fn push(&self, reply: Reply) {
-        lock(&self.shared.replies).push_back(reply);
+        lock(&self.script.replies).push_back(reply);
     }
 
-    /// Answers with `reply` whenever the queue is empty.
+    /// Answers with `reply` whenever the queue is empty, instead of the 500.
     pub fn set_fallback(&self, reply: Reply) {
-        *lock(&self.shared.fallback) = Some(reply);
+        *lock(&self.script.fallback) = Some(reply);
     }
 
-    /// Every request received so far, in order.
+    /// Every request received so far, in order, including those answered with an error.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        lock(&self.shared.requests).clone()
+        lock(&self.script.requests).clone()
     }
 
-    /// Replies still queued.
+    /// How many queued replies have not been used yet.
     pub fn pending(&self) -> usize {
-        lock(&self.shared.replies).len()
+        lock(&self.script.replies).len()
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A test that panicked while holding the lock must not hide the next test's failure.
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-async fn handle(
-    State(shared): State<Arc<Shared>>,
-    method: axum::http::Method,
+async fn answer(
+    State(script): State<Arc<Script>>,
+    method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let recorded = RecordedRequest {
-        method: method.to_string(),
-        path: uri.path().to_owned(),
-        headers: headers
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
-        body: body.clone(),
+    let body = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&body)
+            .unwrap_or_else(|_| Value::from(String::from_utf8_lossy(&body).into_owned()))
     };
+    let mut recorded_headers = BTreeMap::<String, String>::new();
+    for (name, value) in &headers {
+        let value = String::from_utf8_lossy(value.as_bytes());
+        recorded_headers
+            .entry(name.as_str().to_owned())
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(&value);
+            })
+            .or_insert_with(|| value.into_owned());
+    }
     let number = {
-        let mut requests = lock(&shared.requests);
-        requests.push(recorded);
+        let mut requests = lock(&script.requests);
+        requests.push(RecordedRequest {
+            method: method.to_string(),
+            path: uri.path().to_owned(),
+            headers: recorded_headers,
+            body: body.clone(),
+        });
         requests.len()
     };
-    let protocol = match uri.path() {
-        "/v1/messages" => Protocol::Anthropic,
-        "/v1/chat/completions" => Protocol::OpenAiChat,
-        other => {
+    let endpoint = match (&method, uri.path()) {
+        (&Method::POST, "/v1/messages") => Endpoint::AnthropicMessages,
+        (&Method::POST, "/v1/chat/completions") => Endpoint::OpenAiChat,
+        (other_method, other_path) => {
             return (
                 StatusCode::NOT_FOUND,
-                format!("mock LLM: no endpoint {other}"),
+                format!(
+                    "mock LLM: no endpoint {other_method} {other_path} \
+                     (POST /v1/messages or POST /v1/chat/completions)"
+                ),
             )
                 .into_response();
         }
     };
-    let reply = lock(&shared.replies)
+    let reply = lock(&script.replies)
         .pop_front()
-        .or_else(|| lock(&shared.fallback).clone());
+        .or_else(|| lock(&script.fallback).clone());
     let Some(reply) = reply else {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -169,22 +203,36 @@ async fn handle(
     if !reply.delay().is_zero() {
         tokio::time::sleep(reply.delay()).await;
     }
-    let stream = body["stream"].as_bool().unwrap_or(false);
-    let model = body["model"].as_str().unwrap_or("mock-model");
-    let rendered = reply.render(protocol, stream, model);
+    let rendered = reply.render(endpoint, &body);
+    // A JSON answer goes out whole, with a content-length, as real ones do; a stream goes out
+    // frame by frame.
+    let chunk_delay = reply.chunk_delay();
+    let body = match <[Bytes; 1]>::try_from(rendered.frames) {
+        Ok([whole]) if rendered.content_type == "application/json" => Body::from(whole),
+        Ok(frames) => Body::from_stream(paced(frames.into(), chunk_delay)),
+        Err(frames) => Body::from_stream(paced(frames, chunk_delay)),
+    };
     let mut response = (
-        StatusCode::from_u16(rendered.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        rendered.status,
         [(header::CONTENT_TYPE, rendered.content_type)],
-        rendered.body,
+        body,
     )
         .into_response();
     for (name, value) in reply.headers() {
-        if let (Ok(name), Ok(value)) = (
-            axum::http::HeaderName::from_bytes(name.as_bytes()),
-            axum::http::HeaderValue::from_str(value),
-        ) {
-            response.headers_mut().insert(name, value);
-        }
+        response.headers_mut().append(name.clone(), value.clone());
     }
     response
+}
+
+/// The frames of a body, `delay` apart.
+fn paced(
+    frames: Vec<Bytes>,
+    delay: Duration,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> {
+    futures::stream::iter(frames.into_iter().enumerate()).then(move |(index, frame)| async move {
+        if index > 0 && !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        Ok(frame)
+    })
 }

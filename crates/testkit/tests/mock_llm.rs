@@ -1,139 +1,521 @@
+//! The mock LLM over real HTTP: exact scripted bytes per wire format, recording, errors,
+//! delays, fixture replay, and the synchronous `spawn` mode.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use nanocrab_testkit::{MockLlm, Protocol, Reply, chunks_to_sse, fixture_bytes};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use nanocrab_testkit::{
+    ApiError, MockLlm, Part, Protocol, Reply, chunks_to_sse, fixture_bytes, fixture_path,
+    replay_list,
+};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy)]
+enum Wire {
+    Anthropic,
+    OpenAi,
+}
+
+impl Wire {
+    const ALL: [Wire; 2] = [Wire::Anthropic, Wire::OpenAi];
+
+    fn url(self, mock: &MockLlm) -> String {
+        match self {
+            Wire::Anthropic => format!("{}/v1/messages", mock.anthropic_base()),
+            Wire::OpenAi => format!("{}/chat/completions", mock.openai_base()),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Wire::Anthropic => "anthropic",
+            Wire::OpenAi => "openai",
+        }
+    }
+
+    /// A request as the adapters send it.
+    fn request(self, stream: bool) -> Value {
+        match self {
+            Wire::Anthropic => json!({"model": "m", "stream": stream, "max_tokens": 64,
+                                      "messages": [{"role": "user", "content": "hi"}]}),
+            Wire::OpenAi => json!({"model": "m", "stream": stream,
+                                   "stream_options": {"include_usage": true},
+                                   "messages": [{"role": "user", "content": "hi"}]}),
+        }
+    }
+}
 
 fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
 }
 
-async fn post(url: String, body: Value) -> (u16, String) {
-    let response = client().post(url).json(&body).send().await.unwrap();
-    (response.status().as_u16(), response.text().await.unwrap())
+struct Answer {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: String,
 }
 
-#[tokio::test]
-async fn scripted_streams_in_both_wire_formats() {
-    let mock = MockLlm::start().await;
-    mock.push(Reply::text_then_tool_call(
-        "Let me look.",
-        "call_1",
-        "list_dir",
-        json!({"path": "."}),
-    ));
-    mock.push(Reply::text_then_tool_call(
-        "Let me look.",
-        "call_1",
-        "list_dir",
-        json!({"path": "."}),
-    ));
-    let request = json!({"model": "m", "stream": true, "messages": []});
-
-    let (status, anthropic) = post(
-        format!("{}/v1/messages", mock.anthropic_base()),
-        request.clone(),
-    )
-    .await;
-    assert_eq!(status, 200);
-    insta::assert_snapshot!("anthropic_text_then_tool_call", anthropic);
-    let (status, openai) = post(
-        format!("{}/chat/completions", mock.openai_base()),
-        request.clone(),
-    )
-    .await;
-    assert_eq!(status, 200);
-    insta::assert_snapshot!("openai_text_then_tool_call", openai);
-
-    let requests = mock.requests();
-    assert_eq!(requests.len(), 2);
-    assert_eq!(requests[0].path, "/v1/messages");
-    assert_eq!(requests[1].body, request);
+async fn post(url: &str, body: &Value) -> Answer {
+    let response = client().post(url).json(body).send().await.unwrap();
+    Answer {
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        body: response.text().await.unwrap(),
+    }
 }
 
-#[tokio::test]
-async fn non_streaming_answers_and_errors() {
+/// Posts `reply`'s request to a fresh mock and returns the answer.
+async fn ask(wire: Wire, reply: Reply, stream: bool) -> Answer {
     let mock = MockLlm::start().await;
-    mock.push(Reply::tool_call_raw(
-        "c1",
-        "write_file",
-        r#"{"path": "a",}"#,
-    ));
-    mock.push(Reply::unauthorized());
-    mock.push(Reply::overloaded().with_header("retry-after", "0"));
+    mock.push(reply);
+    post(&wire.url(&mock), &wire.request(stream)).await
+}
 
-    let (_, body) = post(
-        format!("{}/chat/completions", mock.openai_base()),
-        json!({"model": "m"}),
-    )
-    .await;
-    let body: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(
-        body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
-        r#"{"path": "a",}"#
+/// The SSE events of a body as (event name, data), checking the framing on the way: every
+/// event ends with a blank line and has exactly one `data:` line.
+fn events(body: &str) -> Vec<(Option<String>, String)> {
+    assert!(
+        body.ends_with("\n\n"),
+        "the last event is terminated: {body:?}"
     );
-    let (status, body) = post(
-        format!("{}/chat/completions", mock.openai_base()),
-        json!({}),
+    body.trim_end_matches('\n')
+        .split("\n\n")
+        .map(|event| {
+            let mut name = None;
+            let mut data = None;
+            for line in event.lines() {
+                if let Some(value) = line.strip_prefix("event: ") {
+                    name = Some(value.to_owned());
+                } else if let Some(value) = line.strip_prefix("data: ") {
+                    assert!(data.is_none(), "one data line per event: {event:?}");
+                    data = Some(value.to_owned());
+                } else {
+                    panic!("unexpected SSE line {line:?}");
+                }
+            }
+            (name, data.expect("every event has data"))
+        })
+        .collect()
+}
+
+/// Checks the stream is well-formed for its protocol and returns the text and the tool calls
+/// (id, name, raw arguments) a client would assemble from it.
+fn assemble(wire: Wire, body: &str) -> (String, Vec<(String, String, String)>) {
+    let mut text = String::new();
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    let events = events(body);
+    match wire {
+        Wire::Anthropic => {
+            for (name, data) in &events {
+                let data: Value = serde_json::from_str(data).unwrap();
+                assert_eq!(name.as_deref(), data["type"].as_str(), "event name = type");
+                match data["type"].as_str().unwrap() {
+                    "content_block_start" if data["content_block"]["type"] == "tool_use" => {
+                        let block = &data["content_block"];
+                        calls.push((
+                            block["id"].as_str().unwrap().into(),
+                            block["name"].as_str().unwrap().into(),
+                            String::new(),
+                        ));
+                    }
+                    "content_block_delta" => match data["delta"]["type"].as_str().unwrap() {
+                        "text_delta" => text.push_str(data["delta"]["text"].as_str().unwrap()),
+                        "input_json_delta" => calls
+                            .last_mut()
+                            .unwrap()
+                            .2
+                            .push_str(data["delta"]["partial_json"].as_str().unwrap()),
+                        _ => {}
+                    },
+                    _ => {}
+                }
+            }
+            assert_eq!(events.first().unwrap().0.as_deref(), Some("message_start"));
+        }
+        Wire::OpenAi => {
+            assert_eq!(events.last().unwrap(), &(None, "[DONE]".to_owned()));
+            for (name, data) in &events[..events.len() - 1] {
+                assert_eq!(name, &None);
+                let data: Value = serde_json::from_str(data).unwrap();
+                assert_eq!(data["object"], "chat.completion.chunk");
+                let Some(delta) = data["choices"].get(0).map(|c| &c["delta"]) else {
+                    continue;
+                };
+                text.push_str(delta["content"].as_str().unwrap_or_default());
+                for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                    let index = call["index"].as_u64().unwrap() as usize;
+                    if let Some(id) = call["id"].as_str() {
+                        assert_eq!(index, calls.len(), "tool call indexes count up");
+                        calls.push((
+                            id.into(),
+                            call["function"]["name"].as_str().unwrap().into(),
+                            String::new(),
+                        ));
+                    }
+                    calls[index]
+                        .2
+                        .push_str(call["function"]["arguments"].as_str().unwrap());
+                }
+            }
+        }
+    }
+    (text, calls)
+}
+
+fn call(id: &str, name: &str, arguments: &str) -> (String, String, String) {
+    (id.into(), name.into(), arguments.into())
+}
+
+#[tokio::test]
+async fn scripted_streams_are_well_formed_with_exact_bytes() {
+    let broken = r#"{"path": "a.md", "content": "x",}"#;
+    let cases = [
+        (
+            "text",
+            Reply::text("Hello there, friend!"),
+            "Hello there, friend!",
+            vec![],
+        ),
+        (
+            "tool_call",
+            Reply::tool_call(
+                "call_1",
+                "write_file",
+                json!({"path": "a.md", "content": "x"}),
+            ),
+            "",
+            vec![call(
+                "call_1",
+                "write_file",
+                r#"{"path":"a.md","content":"x"}"#,
+            )],
+        ),
+        (
+            "parallel_tool_calls",
+            Reply::tool_calls(vec![
+                ("call_1".into(), "read_file".into(), json!({"path": "a.md"})),
+                ("call_2".into(), "list_dir".into(), json!({})),
+            ]),
+            "",
+            vec![
+                call("call_1", "read_file", r#"{"path":"a.md"}"#),
+                call("call_2", "list_dir", "{}"),
+            ],
+        ),
+        (
+            "text_then_tool_call",
+            Reply::text_then_tool_call("Let me look.", "call_1", "list_dir", json!({"path": "."})),
+            "Let me look.",
+            vec![call("call_1", "list_dir", r#"{"path":"."}"#)],
+        ),
+        (
+            "raw_broken_args",
+            Reply::tool_call_raw("call_1", "write_file", broken),
+            "",
+            vec![call("call_1", "write_file", broken)],
+        ),
+        (
+            "thinking",
+            Reply::thinking("The user greets me.", "Hi!").with_usage(30, 5),
+            "Hi!",
+            vec![],
+        ),
+    ];
+    for (case, reply, text, calls) in cases {
+        for wire in Wire::ALL {
+            let answer = ask(wire, reply.clone(), true).await;
+            assert_eq!(answer.status, 200, "{case} {wire:?}");
+            assert_eq!(answer.headers["content-type"], "text/event-stream");
+            assert_eq!(
+                assemble(wire, &answer.body),
+                (text.to_owned(), calls.clone()),
+                "{case} {wire:?}"
+            );
+            insta::assert_snapshot!(format!("stream_{case}_{}", wire.name()), answer.body);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_stream_can_fail_midway() {
+    for wire in Wire::ALL {
+        let answer = ask(wire, Reply::stream_error_after("Partial ans"), true).await;
+        assert_eq!(answer.status, 200);
+        let events = events(&answer.body);
+        let (name, data) = events.last().unwrap();
+        assert_eq!(name.as_deref(), Some("error"), "{wire:?}");
+        assert!(data.contains("overloaded"), "{wire:?}: {data}");
+        assert!(!answer.body.contains("message_stop") && !answer.body.contains("[DONE]"));
+        insta::assert_snapshot!(format!("stream_error_after_{}", wire.name()), answer.body);
+    }
+}
+
+#[tokio::test]
+async fn openai_usage_chunk_only_when_asked_for() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::text("hi"));
+    let answer = post(
+        &Wire::OpenAi.url(&mock),
+        &json!({"model": "m", "stream": true, "messages": []}),
     )
     .await;
-    assert_eq!(status, 401);
-    assert!(body.contains("invalid_api_key"), "{body}");
-    let response = client()
-        .post(format!("{}/v1/messages", mock.anthropic_base()))
-        .json(&json!({}))
+    assert!(!answer.body.contains("usage"), "{}", answer.body);
+    assert!(answer.body.ends_with("data: [DONE]\n\n"));
+}
+
+#[tokio::test]
+async fn non_stream_answers_are_json() {
+    let replies = [
+        (
+            "text_then_tool_call",
+            Reply::text_then_tool_call("Let me look.", "call_1", "list_dir", json!({"path": "."})),
+        ),
+        ("thinking", Reply::thinking("Greeting.", "Hi!")),
+        (
+            "raw_broken_args",
+            Reply::tool_call_raw("call_1", "write_file", r#"{"path": "a",}"#),
+        ),
+    ];
+    for (case, reply) in replies {
+        for wire in Wire::ALL {
+            let answer = ask(wire, reply.clone(), false).await;
+            assert_eq!(answer.status, 200);
+            assert_eq!(answer.headers["content-type"], "application/json");
+            assert_eq!(
+                answer.headers["content-length"],
+                answer.body.len().to_string().as_str()
+            );
+            let body: Value = serde_json::from_str(&answer.body).unwrap();
+            insta::assert_json_snapshot!(format!("json_{case}_{}", wire.name()), body);
+        }
+    }
+}
+
+#[tokio::test]
+async fn errors_use_each_providers_status_and_body() {
+    let mut report = String::new();
+    for error in [
+        ApiError::BadRequest,
+        ApiError::Unauthorized,
+        ApiError::Forbidden,
+        ApiError::RateLimited,
+        ApiError::ServerError,
+        ApiError::Overloaded,
+    ] {
+        for wire in Wire::ALL {
+            let answer = ask(wire, Reply::error(error), false).await;
+            assert_eq!(answer.headers["content-type"], "application/json");
+            // Errors come before any stream starts: the same answer to a streaming request.
+            let streamed = ask(wire, Reply::error(error), true).await;
+            assert_eq!(
+                (streamed.status, &streamed.body),
+                (answer.status, &answer.body)
+            );
+            report.push_str(&format!(
+                "{error:?} {}: {} {}\n",
+                wire.name(),
+                answer.status,
+                answer.body
+            ));
+        }
+    }
+    insta::assert_snapshot!("errors", report);
+
+    let answer = ask(
+        Wire::Anthropic,
+        Reply::overloaded().with_header("retry-after", "2"),
+        true,
+    )
+    .await;
+    assert_eq!(answer.status, 529);
+    assert_eq!(answer.headers["retry-after"], "2");
+
+    let custom = json!({"error": {"message": "nope", "type": "teapot"}});
+    let answer = ask(Wire::OpenAi, Reply::status(418, custom.clone()), true).await;
+    assert_eq!(answer.status, 418);
+    assert_eq!(serde_json::from_str::<Value>(&answer.body).unwrap(), custom);
+}
+
+#[tokio::test]
+async fn every_request_is_recorded_even_when_answered_with_an_error() {
+    let mock = MockLlm::start().await;
+    mock.push(Reply::unauthorized());
+    mock.push(Reply::text("ok"));
+    let first = client()
+        .post(Wire::Anthropic.url(&mock))
+        .header("x-api-key", "k1")
+        .json(&Wire::Anthropic.request(true))
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status().as_u16(), 529);
-    assert_eq!(response.headers()["retry-after"], "0");
-    assert!(response.text().await.unwrap().contains("overloaded_error"));
+    assert_eq!(first.status().as_u16(), 401);
+    post(&Wire::OpenAi.url(&mock), &Wire::OpenAi.request(false)).await;
+    let not_json = client()
+        .post(format!("{}/v1/models", mock.anthropic_base()))
+        .body("plain words")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_json.status().as_u16(), 404);
+    let empty = post(&Wire::OpenAi.url(&mock), &json!({})).await;
+    assert_eq!(
+        (empty.status, empty.body.as_str()),
+        (500, "mock LLM: no scripted reply left for request 4")
+    );
+
+    let requests = mock.requests();
+    let summary: Vec<(&str, &str, &Value)> = requests
+        .iter()
+        .map(|r| (r.method.as_str(), r.path.as_str(), &r.body))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("POST", "/v1/messages", &Wire::Anthropic.request(true)),
+            ("POST", "/v1/chat/completions", &Wire::OpenAi.request(false)),
+            ("POST", "/v1/models", &json!("plain words")),
+            ("POST", "/v1/chat/completions", &json!({})),
+        ]
+    );
+    assert_eq!(requests[0].headers["x-api-key"], "k1");
+    assert_eq!(requests[0].headers["content-type"], "application/json");
+    assert_eq!(mock.pending(), 0);
 }
 
 #[tokio::test]
 async fn an_empty_script_fails_loudly() {
     let mock = MockLlm::start().await;
-    let (status, body) = post(format!("{}/v1/messages", mock.anthropic_base()), json!({})).await;
+    let answer = post(&Wire::Anthropic.url(&mock), &json!({"stream": true})).await;
     assert_eq!(
-        (status, body.as_str()),
+        (answer.status, answer.body.as_str()),
         (500, "mock LLM: no scripted reply left for request 1")
     );
 }
 
 #[tokio::test]
-async fn fixtures_replay_byte_for_byte() {
+async fn replies_are_delayed_and_paced() {
     let mock = MockLlm::start().await;
-    mock.push(Reply::fixture("providers/anthropic/stream-text-padded.sse"));
-    let (_, body) = post(
-        format!("{}/v1/messages", mock.anthropic_base()),
-        json!({"stream": true}),
-    )
-    .await;
-    assert_eq!(
-        body.as_bytes(),
-        fixture_bytes("providers/anthropic/stream-text-padded.sse")
-    );
-}
+    mock.push(Reply::text("hi").with_delay(Duration::from_millis(150)));
+    let started = Instant::now();
+    post(&Wire::Anthropic.url(&mock), &Wire::Anthropic.request(false)).await;
+    assert!(started.elapsed() >= Duration::from_millis(150));
 
-#[test]
-fn spawn_serves_synchronous_tests() {
-    let mock = MockLlm::spawn();
-    mock.push(Reply::text("hi"));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    // "Hello world!" streams as 2 text deltas: 8 events, so 7 pauses between frames.
+    mock.push(Reply::text("Hello world!").with_chunk_delay(Duration::from_millis(25)));
+    let started = Instant::now();
+    let response = client()
+        .post(Wire::Anthropic.url(&mock))
+        .json(&Wire::Anthropic.request(true))
+        .send()
+        .await
         .unwrap();
-    let (status, body) = runtime.block_on(post(
-        format!("{}/v1/messages", mock.anthropic_base()),
-        json!({"model": "m"}),
-    ));
-    assert_eq!(status, 200);
-    assert!(body.contains(r#""text":"hi""#), "{body}");
+    let mut frames = 0;
+    let mut stream = response.bytes_stream();
+    while let Some(frame) = stream.next().await {
+        frame.unwrap();
+        frames += 1;
+    }
+    assert!(started.elapsed() >= Duration::from_millis(175));
+    assert!(frames > 1, "paced frames arrive separately");
+}
+
+/// The directory of every stream fixture each endpoint can replay.
+fn replayable() -> Vec<(Wire, String)> {
+    let mut out = Vec::new();
+    for (wire, dir) in [
+        (Wire::Anthropic, "providers/anthropic"),
+        (Wire::OpenAi, "providers/openai/chat"),
+        (Wire::OpenAi, "providers/openai-compatible"),
+    ] {
+        for path in replay_list(dir) {
+            let wire = if path.contains("anthropic-compat") {
+                Wire::Anthropic
+            } else {
+                wire
+            };
+            out.push((wire, path));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn fixtures_replay_unchanged_whole_and_in_awkward_pieces() {
+    let mock = MockLlm::start().await;
+    let fixtures: Vec<_> = replayable()
+        .into_iter()
+        .filter(|(_, path)| !path.ends_with(".chunks.txt"))
+        .collect();
+    assert!(fixtures.len() > 20, "{fixtures:?}");
+    for (wire, path) in fixtures {
+        let expected = fixture_bytes(&path);
+        let stream = path.ends_with(".sse");
+        for reply in [
+            Reply::fixture(path.clone()),
+            Reply::fixture(path.clone()).with_chunk_size(7),
+        ] {
+            mock.push(reply);
+            let response = client()
+                .post(wire.url(&mock))
+                .json(&wire.request(stream))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let content_type = response.headers()["content-type"].clone();
+            assert_eq!(response.bytes().await.unwrap(), expected, "{path}");
+            let expected_status = path
+                .rsplit_once("error-")
+                .and_then(|(_, rest)| rest.get(..3)?.parse().ok())
+                .unwrap_or(200);
+            assert_eq!(status, expected_status, "{path}");
+            let expected_type = if stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            };
+            assert_eq!(content_type, expected_type, "{path}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn chunk_fixtures_are_framed_for_the_endpoint_hit() {
+    let mock = MockLlm::start().await;
+    for (wire, path) in replayable()
+        .into_iter()
+        .filter(|(_, path)| path.ends_with(".chunks.txt"))
+    {
+        mock.push(Reply::fixture(path.clone()).with_chunk_size(5));
+        let answer = post(&wire.url(&mock), &wire.request(true)).await;
+        let chunks = String::from_utf8(fixture_bytes(&path)).unwrap();
+        let lines: Vec<&str> = chunks.lines().filter(|l| !l.trim().is_empty()).collect();
+        let events = events(&answer.body);
+        match wire {
+            Wire::Anthropic => {
+                assert_eq!(events.len(), lines.len(), "{path}");
+                for ((name, data), line) in events.iter().zip(&lines) {
+                    let kind = serde_json::from_str::<Value>(line).unwrap()["type"].clone();
+                    assert_eq!(name.as_deref(), kind.as_str(), "{path}");
+                    assert_eq!(data, line, "{path}");
+                }
+            }
+            Wire::OpenAi => {
+                assert_eq!(events.len(), lines.len() + 1, "{path}");
+                assert_eq!(events.last().unwrap(), &(None, "[DONE]".to_owned()));
+                for ((name, data), line) in events.iter().zip(&lines) {
+                    assert_eq!((name, data.as_str()), (&None, *line), "{path}");
+                }
+            }
+        }
+    }
 }
 
 #[test]
-fn chunks_are_framed_per_protocol() {
+fn chunks_to_sse_follows_the_readme_rules() {
     let chunks = "{\"type\":\"ping\"}\n\n{\"type\":\"message_stop\"}\n";
     assert_eq!(
         chunks_to_sse(Protocol::Anthropic, chunks),
@@ -143,8 +525,68 @@ fn chunks_are_framed_per_protocol() {
         chunks_to_sse(Protocol::OpenAiChat, "{\"a\":1}\n"),
         "data: {\"a\":1}\n\ndata: [DONE]\n\n"
     );
-    assert_eq!(
-        chunks_to_sse(Protocol::Gemini, "{\"a\":1}\n"),
-        "data: {\"a\":1}\n\n"
+    let gemini = "providers/gemini/stream-tool-call.chunks.txt";
+    let chunks = String::from_utf8(fixture_bytes(gemini)).unwrap();
+    let framed = chunks_to_sse(Protocol::Gemini, &chunks);
+    let expected: String = chunks
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| format!("data: {l}\n\n"))
+        .collect();
+    assert_eq!(framed, expected);
+}
+
+#[test]
+fn replay_list_names_every_fixture_of_a_dir() {
+    let listed = replay_list("providers/openai");
+    let mut expected = Vec::new();
+    for sub in ["", "chat", "responses"] {
+        for entry in std::fs::read_dir(fixture_path("providers/openai").join(sub)).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_file() {
+                let name = entry.file_name().into_string().unwrap();
+                expected.push(
+                    ["providers/openai", sub, &name]
+                        .iter()
+                        .filter(|s| !s.is_empty())
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join("/"),
+                );
+            }
+        }
+    }
+    expected.sort();
+    assert_eq!(listed, expected);
+    assert!(listed.contains(&"providers/openai/chat/stream-text-usage.sse".to_owned()));
+}
+
+#[test]
+fn spawn_serves_synchronous_tests_and_stops_with_its_last_handle() {
+    let mock = MockLlm::spawn();
+    mock.push(Reply::parts(vec![Part::Text("hi".into())]));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let answer = runtime.block_on(post(
+        &Wire::Anthropic.url(&mock),
+        &Wire::Anthropic.request(false),
+    ));
+    assert_eq!(answer.status, 200);
+    assert!(answer.body.contains(r#""text":"hi""#), "{}", answer.body);
+
+    let address = format!("127.0.0.1:{}", mock.port());
+    let clone = mock.clone();
+    drop(mock);
+    assert!(
+        std::net::TcpStream::connect(&address).is_ok(),
+        "a clone keeps it alive"
     );
+    drop(clone);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(&address).is_ok() {
+        assert!(Instant::now() < deadline, "the server outlived its handles");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
