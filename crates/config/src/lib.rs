@@ -8,7 +8,7 @@ mod types;
 mod write;
 
 pub use error::ConfigError;
-pub use load::{Loaded, load, migrate, parse};
+pub use load::{Loaded, did_you_mean, load, migrate, parse};
 pub use paths::{Paths, expand_home};
 pub use types::*;
 pub use write::{WriteOutcome, json_schema, write_default_config};

@@ -155,6 +155,21 @@ fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, St
     Ok(out)
 }
 
+/// The candidate closest to a mistyped `word`, if one is close enough to be what was meant.
+pub fn did_you_mean<S: AsRef<str>>(word: &str, candidates: &[S]) -> Option<String> {
+    candidates
+        .iter()
+        .map(|candidate| {
+            (
+                strsim::jaro_winkler(word, candidate.as_ref()),
+                candidate.as_ref(),
+            )
+        })
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| candidate.to_owned())
+}
+
 fn deserialize_error(path: PathBuf, key: String, message: String) -> ConfigError {
     // serde's wording: "unknown field `modee`, expected one of `mode`, `safeBins`, `timeout`"
     // (or "expected `x`" for a single field); the path already ends with the unknown key.
@@ -167,12 +182,7 @@ fn deserialize_error(path: PathBuf, key: String, message: String) -> ConfigError
             .step_by(2)
             .map(str::to_owned)
             .collect();
-        let suggestion = expected
-            .iter()
-            .map(|candidate| (strsim::jaro_winkler(field, candidate), candidate))
-            .filter(|(score, _)| *score > 0.8)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, candidate)| candidate.clone());
+        let suggestion = did_you_mean(field, &expected);
         return ConfigError::UnknownKey {
             path,
             key,

@@ -259,13 +259,7 @@ impl StreamState for AnthropicStream {
                 detail: "the stream ended before the message was complete".to_owned(),
             });
         };
-        let (tail, reasoning) = self.think.finish();
-        if !tail.is_empty() {
-            deltas.push(ProviderDelta::Text(tail.clone()));
-        }
-        if !reasoning.is_empty() {
-            deltas.push(ProviderDelta::Reasoning(reasoning));
-        }
+        let tail = self.think.flush(deltas);
         let mut content = Vec::new();
         for block in std::mem::take(&mut self.blocks).into_values() {
             match block {

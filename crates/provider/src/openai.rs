@@ -214,15 +214,8 @@ impl StreamState for OpenAiStream {
                 detail: "the stream ended without a finish_reason".to_owned(),
             });
         };
-        let (tail, reasoning) = self.think.finish();
-        if !tail.is_empty() {
-            self.text.push_str(&tail);
-            deltas.push(ProviderDelta::Text(tail));
-        }
-        if !reasoning.is_empty() {
-            self.reasoning.push_str(&reasoning);
-            deltas.push(ProviderDelta::Reasoning(reasoning));
-        }
+        let tail = self.think.flush(deltas);
+        self.text.push_str(&tail);
         let mut content = Vec::new();
         if !self.reasoning.is_empty() {
             content.push(ContentBlock::Thinking {

@@ -125,12 +125,7 @@ pub fn resolve_model(
     let (name, model_name) = split_model(model)?;
     let spec = spec(name).ok_or_else(|| {
         let known: Vec<String> = PROVIDERS.iter().map(|s| s.name.to_owned()).collect();
-        let suggestion = known
-            .iter()
-            .map(|k| (strsim::jaro_winkler(name, k), k))
-            .filter(|(score, _)| *score > 0.8)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, k)| k.clone());
+        let suggestion = nanocrab_config::did_you_mean(name, &known);
         ProviderError::UnknownProvider {
             name: name.to_owned(),
             model: model.to_owned(),

@@ -46,8 +46,21 @@ impl ThinkFilter {
         (answer, reasoning)
     }
 
+    /// At the end of the stream: pushes whatever was held back as deltas and returns the
+    /// answer part of it, for the adapter to add to its text.
+    pub fn flush(&mut self, deltas: &mut Vec<crate::provider::ProviderDelta>) -> String {
+        let (answer, reasoning) = self.finish();
+        if !answer.is_empty() {
+            deltas.push(crate::provider::ProviderDelta::Text(answer.clone()));
+        }
+        if !reasoning.is_empty() {
+            deltas.push(crate::provider::ProviderDelta::Reasoning(reasoning));
+        }
+        answer
+    }
+
     /// Releases whatever was held back at the end of the stream.
-    pub fn finish(&mut self) -> (String, String) {
+    fn finish(&mut self) -> (String, String) {
         let held = std::mem::take(&mut self.held);
         if self.inside {
             (String::new(), held)
