@@ -13,7 +13,9 @@ use crate::think::ThinkFilter;
 pub(crate) struct Anthropic;
 
 impl WireFormat for Anthropic {
-    const PATH: &'static str = "/v1/messages";
+    fn path(&self, _model: &str) -> String {
+        "/v1/messages".to_owned()
+    }
 
     fn auth_headers(&self, api_key: Option<&str>) -> Vec<(&'static str, String)> {
         let mut headers = vec![("anthropic-version", "2023-06-01".to_owned())];

@@ -72,7 +72,7 @@ impl std::fmt::Debug for Endpoint {
 /// One provider wire protocol: how to ask, and how to read the streamed answer.
 pub(crate) trait WireFormat: Send + Sync + 'static {
     /// Appended to the api base.
-    const PATH: &'static str;
+    fn path(&self, model: &str) -> String;
     fn auth_headers(&self, api_key: Option<&str>) -> Vec<(&'static str, String)>;
     fn body(&self, request: &ChatRequest) -> Value;
     fn new_stream(&self, provider: &str) -> Box<dyn StreamState>;
@@ -108,7 +108,10 @@ where
     S: Stream<Item = Result<bytes::Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let mut events = bytes.eventsource();
+    // Gemini ends its last event with a single line break, and the SSE spec drops an event
+    // that no blank line terminates: close the stream with one so the last event counts.
+    let terminator = futures::stream::iter([Ok(bytes::Bytes::from_static(b"\n\n"))]);
+    let mut events = bytes.chain(terminator).eventsource();
     let mut deltas = Vec::new();
     while let Some(event) = events.next().await {
         let event = event.map_err(|err| ProviderError::Stream {
@@ -168,7 +171,7 @@ impl<W: WireFormat> HttpProvider<W> {
         on_delta: DeltaSink<'_>,
     ) -> Result<ChatResponse, ProviderError> {
         let endpoint = &self.endpoint;
-        let url = format!("{}{}", endpoint.api_base, W::PATH);
+        let url = format!("{}{}", endpoint.api_base, self.wire.path(&request.model));
         let mut builder = self.client()?.post(&url).json(&self.wire.body(request));
         for (name, value) in self.wire.auth_headers(endpoint.api_key.as_deref()) {
             builder = builder.header(name, value);

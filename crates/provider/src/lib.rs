@@ -1,9 +1,10 @@
 //! LLM providers: one trait, one adapter per wire protocol (Anthropic Messages, OpenAI Chat
-//! Completions for OpenAI and every compatible server), a small registry of known providers,
+//! Completions for OpenAI and every compatible server, Gemini), a small registry of known providers,
 //! retries, and tolerant parsing of what comes back.
 
 mod anthropic;
 mod error;
+mod gemini;
 mod http;
 mod openai;
 mod provider;
@@ -31,6 +32,7 @@ pub async fn replay_stream(
     let state = match protocol {
         Protocol::AnthropicMessages => anthropic::Anthropic.new_stream("anthropic"),
         Protocol::OpenAiChat => openai::OpenAi.new_stream("openai"),
+        Protocol::Gemini => gemini::Gemini.new_stream("gemini"),
     };
     http::read_stream("replay", stream, state, on_delta).await
 }
@@ -42,5 +44,6 @@ pub fn request_body(protocol: Protocol, request: &ChatRequest) -> serde_json::Va
     match protocol {
         Protocol::AnthropicMessages => anthropic::Anthropic.body(request),
         Protocol::OpenAiChat => openai::OpenAi.body(request),
+        Protocol::Gemini => gemini::Gemini.body(request),
     }
 }

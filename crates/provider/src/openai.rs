@@ -14,7 +14,9 @@ use crate::think::ThinkFilter;
 pub(crate) struct OpenAi;
 
 impl WireFormat for OpenAi {
-    const PATH: &'static str = "/chat/completions";
+    fn path(&self, _model: &str) -> String {
+        "/chat/completions".to_owned()
+    }
 
     fn auth_headers(&self, api_key: Option<&str>) -> Vec<(&'static str, String)> {
         api_key

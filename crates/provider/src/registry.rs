@@ -11,6 +11,7 @@ use crate::provider::LlmProvider;
 pub enum Protocol {
     AnthropicMessages,
     OpenAiChat,
+    Gemini,
 }
 
 /// What nanocrab knows about a provider without any configuration.
@@ -39,6 +40,13 @@ pub const PROVIDERS: &[ProviderSpec] = &[
         protocol: Protocol::OpenAiChat,
         default_api_base: Some("https://api.openai.com/v1"),
         api_key_env: Some("OPENAI_API_KEY"),
+        requires_key: true,
+    },
+    ProviderSpec {
+        name: "gemini",
+        protocol: Protocol::Gemini,
+        default_api_base: Some("https://generativelanguage.googleapis.com"),
+        api_key_env: Some("GEMINI_API_KEY"),
         requires_key: true,
     },
     ProviderSpec {
@@ -170,6 +178,10 @@ pub fn resolve_model(
             endpoint,
             crate::openai::OpenAi,
         )),
+        Protocol::Gemini => Arc::new(crate::http::HttpProvider::new(
+            endpoint,
+            crate::gemini::Gemini,
+        )),
     };
     Ok(ResolvedModel {
         provider,
@@ -236,7 +248,7 @@ mod tests {
     fn unknown_providers_get_a_suggestion() {
         assert_eq!(
             resolve_err("antropic/claude", &Config::default()),
-            "unknown provider \"antropic\" in model \"antropic/claude\" (did you mean \"anthropic\"?); known providers: anthropic, openai, openrouter, deepseek, groq, ollama, vllm, lmstudio, custom"
+            "unknown provider \"antropic\" in model \"antropic/claude\" (did you mean \"anthropic\"?); known providers: anthropic, openai, gemini, openrouter, deepseek, groq, ollama, vllm, lmstudio, custom"
         );
         assert_eq!(
             resolve_err("custom/qwen3", &Config::default()),

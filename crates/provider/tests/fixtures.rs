@@ -7,10 +7,15 @@ use nanocrab_testkit::{chunks_to_sse, fixture_bytes, replay_list};
 
 fn body(path: &str, protocol: Protocol) -> Vec<u8> {
     let bytes = fixture_bytes(path);
-    if path.ends_with(".chunks.txt") {
+    if path.ends_with(".json") {
+        // A whole Gemini response has the shape of one stream chunk.
+        let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        format!("data: {json}\n\n").into_bytes()
+    } else if path.ends_with(".chunks.txt") {
         let framing = match protocol {
             Protocol::AnthropicMessages => nanocrab_testkit::Protocol::Anthropic,
             Protocol::OpenAiChat => nanocrab_testkit::Protocol::OpenAiChat,
+            Protocol::Gemini => nanocrab_testkit::Protocol::Gemini,
         };
         chunks_to_sse(framing, &String::from_utf8(bytes).unwrap()).into_bytes()
     } else {
@@ -69,10 +74,16 @@ async fn openai_chat_fixtures() {
 
 #[tokio::test]
 async fn openai_compatible_fixtures() {
-    let (anthropic_style, openai_style): (Vec<String>, Vec<String>) =
-        streams("providers/openai-compatible")
-            .into_iter()
-            .partition(|p| p.contains("anthropic-compat"));
-    check_all(Protocol::AnthropicMessages, anthropic_style).await;
-    check_all(Protocol::OpenAiChat, openai_style).await;
+    // All Chat Completions streams, including one a gateway served for a Claude model.
+    check_all(Protocol::OpenAiChat, streams("providers/openai-compatible")).await;
+}
+
+#[tokio::test]
+async fn gemini_fixtures() {
+    // Every stream, and every whole (non-error) response replayed as a one-chunk stream.
+    let paths = replay_list("providers/gemini")
+        .into_iter()
+        .filter(|p| !p.contains("/error-"))
+        .collect();
+    check_all(Protocol::Gemini, paths).await;
 }

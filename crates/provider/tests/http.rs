@@ -57,6 +57,16 @@ fn request_bodies() {
         "openai_body",
         request_body(Protocol::OpenAiChat, &conversation())
     );
+    let mut gemini = conversation();
+    // A signature Gemini attached to the call must go back on the same part.
+    gemini.messages[1].content.insert(
+        1,
+        ContentBlock::Thinking {
+            thinking: String::new(),
+            signature: Some("sig-1".into()),
+        },
+    );
+    insta::assert_json_snapshot!("gemini_body", request_body(Protocol::Gemini, &gemini));
 }
 
 fn config(provider: &str, base: String) -> Config {
