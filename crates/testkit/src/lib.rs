@@ -37,6 +37,7 @@
 
 mod anthropic;
 mod fixtures;
+mod gemini;
 mod openai_chat;
 mod reply;
 mod server;

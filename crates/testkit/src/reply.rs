@@ -8,7 +8,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use serde_json::Value;
 
 use crate::fixtures::{Protocol, chunks_to_sse, fixture_bytes};
-use crate::{anthropic, openai_chat};
+use crate::{anthropic, gemini, openai_chat};
 
 /// One piece of an assistant answer, in the order the model produces it.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +92,9 @@ pub(crate) enum Endpoint {
     AnthropicMessages,
     /// `POST /v1/chat/completions`
     OpenAiChat,
+    /// `POST /v1beta/models/{model}:generateContent` or `:streamGenerateContent?alt=sse`: the
+    /// model and whether to stream come from the path, not the body.
+    Gemini,
 }
 
 impl Reply {
@@ -306,6 +309,16 @@ impl Reply {
             (Body::StreamError(parts), Endpoint::OpenAiChat) if stream => {
                 sse(openai_chat::stream(parts, model, None, true))
             }
+            (Body::Answer(parts), Endpoint::Gemini) if stream => {
+                sse(gemini::stream(parts, model, self.usage, false))
+            }
+            (Body::StreamError(parts), Endpoint::Gemini) if stream => {
+                sse(gemini::stream(parts, model, self.usage, true))
+            }
+            (Body::Answer(parts), Endpoint::Gemini) => {
+                json(StatusCode::OK, &gemini::response(parts, model, self.usage))
+            }
+            (Body::StreamError(_), Endpoint::Gemini) => error(ApiError::Overloaded, endpoint),
             (Body::Answer(parts), Endpoint::AnthropicMessages) => json(
                 StatusCode::OK,
                 &anthropic::message(parts, model, self.usage),
@@ -357,6 +370,7 @@ fn error(api_error: ApiError, endpoint: Endpoint) -> Rendered {
     let (status, body) = match endpoint {
         Endpoint::AnthropicMessages => anthropic::error(api_error),
         Endpoint::OpenAiChat => openai_chat::error(api_error),
+        Endpoint::Gemini => gemini::error(api_error),
     };
     let status = StatusCode::from_u16(status).expect("error statuses are valid");
     json(status, &body)
@@ -375,6 +389,7 @@ fn fixture(path: &str, endpoint: Endpoint) -> Rendered {
         let protocol = match endpoint {
             Endpoint::AnthropicMessages => Protocol::Anthropic,
             Endpoint::OpenAiChat => Protocol::OpenAiChat,
+            Endpoint::Gemini => Protocol::Gemini,
         };
         let text = String::from_utf8(bytes)
             .unwrap_or_else(|err| panic!("fixture {path} is not UTF-8: {err}"));

@@ -176,7 +176,20 @@ async fn answer(
         });
         requests.len()
     };
+    // Gemini names the model and the streaming mode in the path; the renderer reads both from
+    // the body, so they are copied there.
+    let gemini = uri
+        .path()
+        .strip_prefix("/v1beta/models/")
+        .and_then(|rest| rest.split_once(':'))
+        .filter(|(_, action)| matches!(*action, "generateContent" | "streamGenerateContent"));
+    let mut body = body;
+    if let Some((model, action)) = gemini {
+        body["model"] = Value::from(model);
+        body["stream"] = Value::Bool(action == "streamGenerateContent");
+    }
     let endpoint = match (&method, uri.path()) {
+        (&Method::POST, _) if gemini.is_some() => Endpoint::Gemini,
         (&Method::POST, "/v1/messages") => Endpoint::AnthropicMessages,
         (&Method::POST, "/v1/chat/completions") => Endpoint::OpenAiChat,
         (other_method, other_path) => {
@@ -184,7 +197,7 @@ async fn answer(
                 StatusCode::NOT_FOUND,
                 format!(
                     "mock LLM: no endpoint {other_method} {other_path} \
-                     (POST /v1/messages or POST /v1/chat/completions)"
+                     (POST /v1/messages, /v1/chat/completions or /v1beta/models/MODEL:streamGenerateContent)"
                 ),
             )
                 .into_response();

@@ -13,6 +13,7 @@ pub const SECRET_KEY: &str = "sk-test-e2e-5ecret-do-not-print";
 pub enum Wire {
     Anthropic,
     OpenAi,
+    Gemini,
 }
 
 impl Wire {
@@ -22,6 +23,7 @@ impl Wire {
         match self {
             Wire::Anthropic => "anthropic",
             Wire::OpenAi => "openai",
+            Wire::Gemini => "gemini",
         }
     }
 }
@@ -45,7 +47,8 @@ impl Home {
 
     pub fn base_config(&self) -> Value {
         let api_base = match self.wire {
-            Wire::Anthropic => self.mock.anthropic_base(),
+            // Anthropic's and Google's SDKs both take the host root.
+            Wire::Anthropic | Wire::Gemini => self.mock.anthropic_base(),
             Wire::OpenAi => self.mock.openai_base(),
         };
         json!({

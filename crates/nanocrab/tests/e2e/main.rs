@@ -4,6 +4,7 @@
 mod harness;
 
 mod config_errors;
+mod gemini;
 mod onboard;
 mod policy_denials;
 mod provider_failures;

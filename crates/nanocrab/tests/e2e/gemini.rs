@@ -1,0 +1,61 @@
+use nanocrab_testkit::Reply;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use crate::harness::{Home, SECRET_KEY, Wire, assert_no_secret};
+
+#[test]
+fn gemini_tool_round_trip_answers_the_call_by_name_with_the_key_only_in_a_header() {
+    let home = Home::new(Wire::Gemini);
+    home.mock.push(Reply::tool_call(
+        "ignored-by-gemini",
+        "write_file",
+        json!({"path": "notes/todo.md", "content": "- [ ] call mum\n"}),
+    ));
+    home.mock.push(Reply::text("Written."));
+
+    assert_eq!(home.ask("make a todo list"), "Written.\n");
+
+    assert_eq!(
+        std::fs::read_to_string(home.workspace().join("notes/todo.md")).unwrap(),
+        "- [ ] call mum\n"
+    );
+    let requests = home.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[0].path,
+        "/v1beta/models/mock-model:streamGenerateContent"
+    );
+    assert_eq!(requests[0].headers["x-goog-api-key"], SECRET_KEY);
+    let contents = requests[1].body["contents"].as_array().unwrap();
+    let response = &contents.last().unwrap()["parts"][0]["functionResponse"];
+    assert_eq!(response["name"], "write_file");
+    assert!(
+        response["response"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("notes/todo.md"),
+        "{response}"
+    );
+}
+
+#[test]
+fn a_bad_gemini_key_fails_cleanly() {
+    let home = Home::new(Wire::Gemini);
+    home.mock.push(Reply::unauthorized());
+
+    let output = home
+        .nanocrab()
+        .args(["agent", "-m", "hello"])
+        .output()
+        .unwrap();
+
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(!output.status.success());
+    assert_no_secret(&stderr);
+    assert!(
+        stderr.contains("gemini: HTTP 400: API key not valid"),
+        "{stderr}"
+    );
+    assert_eq!(home.requests().len(), 1, "a bad key is never retried");
+}
