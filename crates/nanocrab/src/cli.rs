@@ -27,6 +27,11 @@ pub enum Command {
     },
     /// Show the config, workspace, model and providers in use.
     Status,
+    /// The LLM providers nanocrab knows.
+    Providers {
+        #[command(subcommand)]
+        command: ProvidersCommand,
+    },
     /// Config file helpers.
     Config {
         #[command(subcommand)]
@@ -60,6 +65,13 @@ pub enum SessionsCommand {
     },
     /// Archive a session's transcript so its next turn starts fresh.
     Reset { key: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProvidersCommand {
+    /// Every known provider: wire protocol, default endpoint, key variable, and whether it is
+    /// configured.
+    List,
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, ConfigCommand};
+use crate::cli::{Cli, Command, ConfigCommand, ProvidersCommand};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -41,6 +41,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent(args) => commands::agent::run(&env, args),
         Command::Sessions { command } => commands::sessions::run(&env, command),
         Command::Status => commands::status::run(&env),
+        Command::Providers {
+            command: ProvidersCommand::List,
+        } => commands::status::providers(&env),
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

@@ -85,3 +85,46 @@ fn status_shows_config_workspace_model_and_providers() {
         assert!(stdout.contains(&needle), "{needle} missing:\n{stdout}");
     }
 }
+
+#[test]
+fn providers_list_shows_every_provider_and_its_state() {
+    let home = Home::new(Wire::OpenAi);
+    let output = home
+        .nanocrab()
+        .env("GEMINI_API_KEY", "g-key")
+        .args(["providers", "list"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    crate::harness::assert_no_secret(&stdout);
+    assert!(!stdout.contains("g-key"));
+    let state = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} missing:\n{stdout}"))
+            .to_owned()
+    };
+    assert!(state("openai").ends_with("configured"), "{stdout}");
+    assert!(
+        state("gemini").ends_with("configured"),
+        "key from GEMINI_API_KEY: {stdout}"
+    );
+    assert!(
+        state("anthropic").ends_with("no key: set ANTHROPIC_API_KEY or providers.anthropic.apiKey"),
+        "{stdout}"
+    );
+    assert!(
+        state("custom").ends_with("needs providers.custom.apiBase"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.lines().count(),
+        1 + nanocrab_provider::PROVIDERS.len()
+    );
+}
