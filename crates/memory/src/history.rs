@@ -84,4 +84,27 @@ mod tests {
         let messages = vec![LlmMessage::user("old"), LlmMessage::user("x".repeat(4000))];
         assert_eq!(window(&messages, 10), &messages[1..]);
     }
+
+    #[test]
+    fn no_budget_starts_a_window_on_a_tool_result_or_an_answer() {
+        let messages = vec![
+            LlmMessage::user("first"),
+            call("c1"),
+            result("c1"),
+            LlmMessage::assistant("one"),
+            LlmMessage::user("second"),
+            call("c2"),
+            result("c2"),
+            call("c3"),
+            result("c3"),
+            LlmMessage::assistant("two"),
+        ];
+        let mut starts = Vec::new();
+        for budget in 0..1_000 {
+            let kept = window(&messages, budget);
+            starts.push(messages.len() - kept.len());
+        }
+        starts.dedup();
+        assert_eq!(starts, vec![4, 0]);
+    }
 }

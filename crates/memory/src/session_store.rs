@@ -1,4 +1,4 @@
-use std::io::{BufRead as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use nanocrab_schema::{ContentBlock, LlmMessage, Role, SessionKey, ToolResult, Usage};
@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 /// Tool results longer than this are shortened in the transcript file (never in the live
 /// loop): a transcript is for reading back, and a 5 MB `cat` output would make it unusable.
 const MAX_STORED_RESULT_CHARS: usize = 16_000;
+/// `nanocrab sessions list` shows this much of a session's first question.
+const TITLE_CHARS: usize = 60;
 
 /// One message as stored: the message itself plus when and, for answers, which model and
 /// how many tokens.
@@ -62,60 +64,78 @@ pub struct Session {
 }
 
 impl Session {
-    /// The history for the model. A run that crashed between a tool call and its result left
-    /// calls without results, which every provider rejects; each gets an error result saying so.
+    /// The history for the model, repaired so that every provider accepts it. A run that
+    /// crashed between a tool call and its result left calls without results: each gets an
+    /// error result saying so. A result whose call is not right before it (its line was lost)
+    /// is dropped, and so is a message left with no content.
     pub fn messages(&self) -> Vec<LlmMessage> {
         let mut out: Vec<LlmMessage> = Vec::with_capacity(self.entries.len());
+        // Calls of the last assistant message that still wait for their results.
         let mut pending: Vec<String> = Vec::new();
         for entry in &self.entries {
             let message = entry.message();
-            if !pending.is_empty() {
-                let answered: Vec<&str> = message
-                    .tool_results()
-                    .map(|r| r.tool_use_id.as_str())
-                    .collect();
-                let missing: Vec<ContentBlock> = pending
-                    .iter()
-                    .filter(|id| !answered.contains(&id.as_str()))
-                    .map(|id| ContentBlock::ToolResult(interrupted(id)))
-                    .collect();
-                pending.clear();
-                if !missing.is_empty() {
-                    if message.role == Role::User && !answered.is_empty() {
-                        let mut message = message;
-                        message.content.extend(missing);
-                        out.push(message);
-                        continue;
-                    }
-                    out.push(LlmMessage {
-                        role: Role::User,
-                        content: missing,
+            match message.role {
+                Role::User => {
+                    let (mut content, others): (Vec<ContentBlock>, Vec<ContentBlock>) = message
+                        .content
+                        .into_iter()
+                        .filter(|block| match block {
+                            ContentBlock::ToolResult(r) => pending.contains(&r.tool_use_id),
+                            _ => true,
+                        })
+                        .partition(|block| matches!(block, ContentBlock::ToolResult(_)));
+                    let answered = !content.is_empty();
+                    pending.retain(|id| {
+                        !content.iter().any(
+                            |b| matches!(b, ContentBlock::ToolResult(r) if r.tool_use_id == *id),
+                        )
                     });
+                    content.extend(pending.drain(..).map(interrupted));
+                    // Results and the next question stay apart: a question is where a turn,
+                    // and so a history window, may start.
+                    if !answered && !content.is_empty() {
+                        out.push(LlmMessage {
+                            role: Role::User,
+                            content: std::mem::take(&mut content),
+                        });
+                    }
+                    content.extend(others);
+                    if !content.is_empty() {
+                        out.push(LlmMessage {
+                            role: Role::User,
+                            content,
+                        });
+                    }
+                }
+                Role::Assistant => {
+                    if !pending.is_empty() {
+                        out.push(LlmMessage {
+                            role: Role::User,
+                            content: pending.drain(..).map(interrupted).collect(),
+                        });
+                    }
+                    if !message.content.is_empty() {
+                        pending = message.tool_calls().map(|c| c.id.clone()).collect();
+                        out.push(message);
+                    }
                 }
             }
-            if message.role == Role::Assistant {
-                pending = message.tool_calls().map(|c| c.id.clone()).collect();
-            }
-            out.push(message);
         }
         if !pending.is_empty() {
             out.push(LlmMessage {
                 role: Role::User,
-                content: pending
-                    .iter()
-                    .map(|id| ContentBlock::ToolResult(interrupted(id)))
-                    .collect(),
+                content: pending.drain(..).map(interrupted).collect(),
             });
         }
         out
     }
 }
 
-fn interrupted(id: &str) -> ToolResult {
-    ToolResult::error(
+fn interrupted(id: String) -> ContentBlock {
+    ContentBlock::ToolResult(ToolResult::error(
         id,
         "Error: interrupted: no result was recorded for this call",
-    )
+    ))
 }
 
 /// A line of `nanocrab sessions list`.
@@ -166,8 +186,10 @@ impl SessionStore {
     /// after a crash, a hand edit gone wrong) are skipped with a warning, never fatal.
     pub fn load(&self, key: &SessionKey) -> Result<Session, SessionError> {
         let path = self.path(key);
-        let file = match std::fs::File::open(&path) {
-            Ok(file) => file,
+        // Bytes, not a `String`: a crash mid-write can tear a multi-byte character, and that
+        // must cost only the torn line, not the whole transcript.
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Session {
                     key: key.clone(),
@@ -185,22 +207,17 @@ impl SessionStore {
         };
         let mut metadata = None;
         let mut entries = Vec::new();
-        for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(|source| SessionError::Io {
-                action: "read",
-                path: path.clone(),
-                source,
-            })?;
-            if line.trim().is_empty() {
+        for (index, line) in bytes.split(|b| *b == b'\n').enumerate() {
+            if line.trim_ascii().is_empty() {
                 continue;
             }
             if index == 0
-                && let Ok(meta) = serde_json::from_str::<SessionMetadata>(&line)
+                && let Ok(meta) = serde_json::from_slice::<SessionMetadata>(line)
             {
                 metadata = Some(meta);
                 continue;
             }
-            match serde_json::from_str::<SessionEntry>(&line) {
+            match serde_json::from_slice::<SessionEntry>(line) {
                 Ok(entry) => entries.push(entry),
                 Err(err) => tracing::warn!(
                     "{}:{}: skipping an unreadable line ({err})",
@@ -283,12 +300,18 @@ impl SessionStore {
                 continue;
             };
             let session = self.load(&key)?;
-            let title = session
+            let first_question = session
                 .entries
                 .iter()
-                .find(|e| e.role == Role::User && !e.message().text().is_empty())
-                .map(|e| e.message().text().chars().take(60).collect())
+                .filter(|e| e.role == Role::User)
+                .map(|e| e.message().text())
+                .find(|text| !text.trim().is_empty())
                 .unwrap_or_default();
+            let first_line = first_question.trim().lines().next().unwrap_or_default();
+            let mut title: String = first_line.chars().take(TITLE_CHARS).collect();
+            if title.len() < first_question.trim().len() {
+                title.push('…');
+            }
             out.push(SessionSummary {
                 key,
                 messages: session.entries.len(),

@@ -107,21 +107,31 @@ fn calls_without_results_are_answered_as_interrupted() {
 fn long_tool_results_are_shortened_in_the_file_only() {
     let dir = tempfile::tempdir().unwrap();
     let store = SessionStore::new(dir.path());
-    let long = LlmMessage {
+    let long = SessionEntry::now(LlmMessage {
         role: Role::User,
         content: vec![ContentBlock::ToolResult(ToolResult::ok(
             "c1",
-            "x".repeat(20_000),
+            "é".repeat(20_000),
         ))],
+    });
+    let live = long.clone();
+    store
+        .append(&key(), &[SessionEntry::now(tool_call("c1")), long])
+        .unwrap();
+    let session = store.load(&key()).unwrap();
+    let ContentBlock::ToolResult(stored) = &session.entries[1].content[0] else {
+        panic!("{:?}", session.entries[1]);
     };
-    store.append(&key(), &[SessionEntry::now(long)]).unwrap();
-    let loaded = store.load(&key()).unwrap().messages();
-    let stored = loaded[0].tool_results().next().unwrap();
-    assert!(stored.content.len() < 16_200);
-    assert!(
-        stored.content.ends_with("the model saw all of it]"),
-        "{}",
-        &stored.content[16_000..]
+    assert_eq!(
+        stored.content,
+        format!(
+            "{}\n[transcript note: result shortened from 20000 to 16000 characters; the model saw all of it]",
+            "é".repeat(16_000)
+        )
+    );
+    assert_eq!(
+        live.content[0],
+        ContentBlock::ToolResult(ToolResult::ok("c1", "é".repeat(20_000)))
     );
 }
 
@@ -152,4 +162,170 @@ fn reset_archives_and_list_summarises() {
     assert_eq!(store.load(&key()).unwrap().entries, vec![]);
     assert_eq!(store.list().unwrap(), vec![]);
     assert_eq!(store.reset(&key()).unwrap(), None);
+}
+
+fn results(ids: &[&str]) -> LlmMessage {
+    LlmMessage {
+        role: Role::User,
+        content: ids
+            .iter()
+            .map(|id| ContentBlock::ToolResult(ToolResult::ok(*id, "ok")))
+            .collect(),
+    }
+}
+
+fn interrupted(id: &str) -> ContentBlock {
+    ContentBlock::ToolResult(ToolResult::error(
+        id,
+        "Error: interrupted: no result was recorded for this call",
+    ))
+}
+
+fn store_with(dir: &std::path::Path, messages: &[LlmMessage]) -> SessionStore {
+    let store = SessionStore::new(dir);
+    let entries: Vec<_> = messages.iter().cloned().map(SessionEntry::now).collect();
+    store.append(&key(), &entries).unwrap();
+    store
+}
+
+#[test]
+fn a_line_torn_inside_a_multibyte_character_costs_only_that_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &[LlmMessage::user("one")]);
+    let line = r#"{"role":"assistant","content":[{"type":"text","text":"crab 🦀"}]"#.as_bytes();
+    // Cut in the middle of the four bytes of the emoji.
+    let torn = &line[..line.len() - 6];
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(store.path(&key()))
+        .unwrap();
+    std::io::Write::write_all(&mut file, torn).unwrap();
+    assert!(std::str::from_utf8(torn).is_err());
+
+    assert_eq!(
+        store.load(&key()).unwrap().messages(),
+        vec![LlmMessage::user("one")]
+    );
+}
+
+#[test]
+fn a_bad_line_in_the_middle_is_skipped_and_the_rest_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &[LlmMessage::user("one")]);
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(store.path(&key()))
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"not json at all\n{\"role\":\"robot\"}\n").unwrap();
+    store
+        .append(&key(), &[SessionEntry::now(LlmMessage::assistant("two"))])
+        .unwrap();
+
+    let session = store.load(&key()).unwrap();
+    assert_eq!(session.metadata.as_ref().unwrap().key, key());
+    assert_eq!(
+        session.messages(),
+        vec![LlmMessage::user("one"), LlmMessage::assistant("two")]
+    );
+}
+
+#[test]
+fn interrupted_calls_in_the_middle_are_answered_before_the_next_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let two_calls = LlmMessage {
+        role: Role::Assistant,
+        content: vec![
+            ContentBlock::text("Looking."),
+            ContentBlock::ToolUse(ToolCall {
+                id: "c1".into(),
+                name: "read_file".into(),
+                input: serde_json::json!({"path": "a.md"}),
+            }),
+            ContentBlock::ToolUse(ToolCall {
+                id: "c2".into(),
+                name: "read_file".into(),
+                input: serde_json::json!({"path": "b.md"}),
+            }),
+        ],
+    };
+    let store = store_with(
+        dir.path(),
+        &[
+            LlmMessage::user("go"),
+            tool_call("c0"),
+            LlmMessage::user("are you there?"),
+            two_calls.clone(),
+            results(&["c1"]),
+            LlmMessage::assistant("half done"),
+        ],
+    );
+    assert_eq!(
+        store.load(&key()).unwrap().messages(),
+        vec![
+            LlmMessage::user("go"),
+            tool_call("c0"),
+            LlmMessage {
+                role: Role::User,
+                content: vec![interrupted("c0")],
+            },
+            LlmMessage::user("are you there?"),
+            two_calls,
+            LlmMessage {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::ToolResult(ToolResult::ok("c1", "ok")),
+                    interrupted("c2"),
+                ],
+            },
+            LlmMessage::assistant("half done"),
+        ]
+    );
+}
+
+#[test]
+fn results_whose_call_was_lost_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(
+        dir.path(),
+        &[
+            LlmMessage::user("go"),
+            results(&["lost"]),
+            LlmMessage::assistant("done"),
+            LlmMessage {
+                role: Role::Assistant,
+                content: vec![],
+            },
+        ],
+    );
+    assert_eq!(
+        store.load(&key()).unwrap().messages(),
+        vec![LlmMessage::user("go"), LlmMessage::assistant("done")]
+    );
+}
+
+#[test]
+fn the_title_is_the_first_line_of_the_first_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = format!("{}\nsecond line", "a".repeat(70));
+    let store = store_with(
+        dir.path(),
+        &[LlmMessage::user("   "), LlmMessage::user(long)],
+    );
+    let other = SessionKey::parse("telegram:42").unwrap();
+    store
+        .append(&other, &[SessionEntry::now(LlmMessage::user("hi\nthere"))])
+        .unwrap();
+    let titles: Vec<_> = store
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.key.to_string(), s.messages, s.title))
+        .collect();
+    assert_eq!(
+        titles,
+        vec![
+            ("telegram:42".to_owned(), 1, "hi…".to_owned()),
+            ("cli:default".to_owned(), 2, format!("{}…", "a".repeat(60))),
+        ]
+    );
 }
