@@ -84,8 +84,25 @@ impl Agent {
         &self.store
     }
 
-    /// Runs one turn of session `key`.
+    /// Runs one turn of session `key`: a slash command, or the user's message through the
+    /// model and tools until a text answer. A failure is also emitted as
+    /// [`AgentEvent::Error`]; what was done before it stays in the session.
     pub async fn run_turn(
+        &self,
+        key: &SessionKey,
+        user_text: &str,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<TurnOutcome, AgentError> {
+        let outcome = self.run_steps(key, user_text, on_event).await;
+        if let Err(err) = &outcome {
+            on_event(AgentEvent::Error {
+                message: err.to_string(),
+            });
+        }
+        outcome
+    }
+
+    async fn run_steps(
         &self,
         key: &SessionKey,
         user_text: &str,
@@ -138,25 +155,43 @@ impl Agent {
                     ProviderDelta::Text(text) => on_event(AgentEvent::Token { text }),
                     ProviderDelta::Reasoning(text) => on_event(AgentEvent::Reasoning { text }),
                 })
-                .await;
-            let response = match response {
-                Ok(response) => response,
-                Err(err) => {
-                    on_event(AgentEvent::Error {
-                        message: err.to_string(),
-                    });
-                    return Err(err.into());
-                }
-            };
+                .await?;
             usage += response.usage;
             on_event(AgentEvent::Usage {
                 model: response.model.clone(),
                 usage: response.usage,
             });
-            let assistant = LlmMessage {
+            let mut assistant = LlmMessage {
                 role: Role::Assistant,
                 content: response.content,
             };
+            let calls: Vec<_> = assistant.tool_calls().cloned().collect();
+            let answered = !assistant.text().trim().is_empty();
+            // Kept in the transcript too: the model then knows next turn why its answer
+            // ended there, and a provider never gets back an assistant message with no text.
+            let note = match (
+                calls.is_empty(),
+                response.stop_reason == StopReason::MaxTokens,
+            ) {
+                (false, _) => None,
+                (true, true) => Some(format!(
+                    "[The answer was cut off at the output limit (agents.defaults.maxTokens = {}).]",
+                    self.settings.max_tokens
+                )),
+                (true, false) if answered => None,
+                (true, false) => Some(
+                    "[The model returned an empty answer. Try rephrasing the request.]".to_owned(),
+                ),
+            };
+            if let Some(note) = note {
+                let note = if answered {
+                    format!("\n\n{note}")
+                } else {
+                    note
+                };
+                on_event(AgentEvent::Token { text: note.clone() });
+                assistant.content.push(ContentBlock::text(note));
+            }
             self.store.append(
                 key,
                 &[SessionEntry {
@@ -165,19 +200,10 @@ impl Agent {
                     ..SessionEntry::now(assistant.clone())
                 }],
             )?;
-            let calls: Vec<_> = assistant.tool_calls().cloned().collect();
             history.push(assistant.clone());
 
             if calls.is_empty() {
-                let mut text = assistant.text();
-                if response.stop_reason == StopReason::MaxTokens {
-                    let note = format!(
-                        "\n\n[The answer was cut off at the output limit (agents.defaults.maxTokens = {}).]",
-                        self.settings.max_tokens
-                    );
-                    on_event(AgentEvent::Token { text: note.clone() });
-                    text.push_str(&note);
-                }
+                let text = assistant.text();
                 on_event(AgentEvent::Done { text: text.clone() });
                 return Ok(TurnOutcome {
                     text,

@@ -265,15 +265,29 @@ mod tests {
     }
 
     #[test]
-    fn missing_files_are_skipped_and_long_files_truncated() {
+    fn full_prompt_without_bootstrap_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let channel = ChannelInfo {
+            channel: "telegram".into(),
+            chat_id: "42".into(),
+        };
+        let prompt = build(PromptMode::Full, dir.path(), Some(&channel));
+        // The part of every full prompt that is not the user's files stays small.
+        assert!(prompt.len() < 500, "{}", prompt.len());
+        insta::assert_snapshot!(prompt);
+    }
+
+    #[test]
+    fn a_long_file_keeps_its_head_and_tail_with_a_marker() {
         let dir = tempfile::tempdir().unwrap();
         let long = format!("START\n{}\nEND", "x".repeat(30_000));
         std::fs::write(dir.path().join("SOUL.md"), long).unwrap();
+        std::fs::write(dir.path().join("USER.md"), "- Name: Ada\n").unwrap();
         let prompt = build(PromptMode::Full, dir.path(), None);
-        assert!(prompt.contains("## SOUL.md\nSTART"));
-        assert!(prompt.contains("END\n"));
-        assert!(prompt.contains("[... SOUL.md truncated: 12010 of 30010 characters omitted; read the file for the rest ...]"), "{}", &prompt[..600]);
-        assert!(!prompt.contains("AGENTS.md"));
-        assert!(prompt.len() < 20_600);
+        // Head: "START\n" and 13,994 x; tail: 3,996 x and "\nEND".
+        let readable = prompt
+            .replace(&"x".repeat(13_994), "<13994 x>")
+            .replace(&"x".repeat(3_996), "<3996 x>");
+        insta::assert_snapshot!(readable);
     }
 }

@@ -2,11 +2,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use nanocrab_core::{Agent, AgentSettings, ContextBuilder};
-use nanocrab_memory::SessionStore;
+use nanocrab_memory::{SessionEntry, SessionStore};
 use nanocrab_provider::{
     ChatRequest, ChatResponse, DeltaSink, LlmProvider, ProviderDelta, ProviderError,
 };
@@ -45,8 +46,14 @@ impl LlmProvider for Scripted {
             .expect("a scripted reply");
         if let Ok(response) = &reply {
             for block in &response.content {
-                if let ContentBlock::Text { text } = block {
-                    on_delta(ProviderDelta::Text(text.clone()));
+                match block {
+                    ContentBlock::Text { text } => on_delta(ProviderDelta::Text(text.clone())),
+                    ContentBlock::Thinking { thinking, .. } => {
+                        on_delta(ProviderDelta::Reasoning(thinking.clone()));
+                    }
+                    ContentBlock::RedactedThinking { .. }
+                    | ContentBlock::ToolUse(_)
+                    | ContentBlock::ToolResult(_) => {}
                 }
             }
         }
@@ -84,8 +91,11 @@ fn call(id: &str, input: serde_json::Value) -> Result<ChatResponse, ProviderErro
     })
 }
 
-/// Returns its `text` argument; fails when there is none.
-struct Echo;
+/// Returns its `text` argument; fails when there is none. Counts its calls.
+#[derive(Default)]
+struct Echo {
+    calls: AtomicUsize,
+}
 
 #[async_trait]
 impl Tool for Echo {
@@ -98,6 +108,7 @@ impl Tool for Echo {
     }
 
     async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
         input["text"]
             .as_str()
             .map(str::to_owned)
@@ -106,36 +117,46 @@ impl Tool for Echo {
 }
 
 struct Setup {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     provider: Arc<Scripted>,
+    echo: Arc<Echo>,
     agent: Agent,
     key: SessionKey,
 }
 
 fn setup(replies: Vec<Result<ChatResponse, ProviderError>>, max_tool_iterations: u32) -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let provider = Arc::new(Scripted {
-        replies: Mutex::new(replies.into()),
-        ..Scripted::default()
-    });
-    let mut tools = ToolRegistry::new();
-    tools.register(Arc::new(Echo));
-    let agent = Agent::new(
-        provider.clone(),
-        "m1".into(),
-        tools,
-        SessionStore::new(dir.path().join("sessions")),
-        ContextBuilder::new(dir.path().join("workspace")),
+    setup_with(
+        replies,
         AgentSettings {
             max_tokens: 100,
             temperature: None,
             max_tool_iterations,
             context_window_tokens: 65_536,
         },
+    )
+}
+
+fn setup_with(replies: Vec<Result<ChatResponse, ProviderError>>, settings: AgentSettings) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let provider = Arc::new(Scripted {
+        replies: Mutex::new(replies.into()),
+        ..Scripted::default()
+    });
+    let echo = Arc::new(Echo::default());
+    let mut tools = ToolRegistry::new();
+    tools.register(echo.clone());
+    let agent = Agent::new(
+        provider.clone(),
+        "m1".into(),
+        tools,
+        SessionStore::new(dir.path().join("sessions")),
+        ContextBuilder::new(dir.path().join("workspace")),
+        settings,
     );
     Setup {
-        _dir: dir,
+        dir,
         provider,
+        echo,
         agent,
         key: SessionKey::parse("test:1").unwrap(),
     }
@@ -152,11 +173,16 @@ async fn run(setup: &Setup, text: &str) -> (Vec<AgentEvent>, Result<String, Stri
 
 #[tokio::test]
 async fn a_tool_round_trip_emits_every_event_in_order() {
+    let mut first = call("c1", json!({"text": "hi"})).unwrap();
+    first.content.insert(
+        0,
+        ContentBlock::Thinking {
+            thinking: "use echo".into(),
+            signature: Some("sig".into()),
+        },
+    );
     let setup = setup(
-        vec![
-            call("c1", json!({"text": "hi"})),
-            answer("done", StopReason::EndTurn),
-        ],
+        vec![Ok(first.clone()), answer("done", StopReason::EndTurn)],
         40,
     );
     let (events, outcome) = run(&setup, "say hi").await;
@@ -164,6 +190,9 @@ async fn a_tool_round_trip_emits_every_event_in_order() {
     assert_eq!(
         events,
         vec![
+            AgentEvent::Reasoning {
+                text: "use echo".into()
+            },
             AgentEvent::Usage {
                 model: "m1".into(),
                 usage: usage()
@@ -192,14 +221,29 @@ async fn a_tool_round_trip_emits_every_event_in_order() {
             },
         ]
     );
-    let second = &setup.provider.requests.lock().unwrap()[1];
-    assert_eq!(
-        second.messages[2],
+    // The follow-up carries the call (with its reasoning and signature) and the result under
+    // the same call id; the transcript holds the same four messages.
+    let turn = vec![
+        LlmMessage::user("say hi"),
+        LlmMessage {
+            role: Role::Assistant,
+            content: first.content,
+        },
         LlmMessage {
             role: Role::User,
-            content: vec![ContentBlock::ToolResult(ToolResult::ok("c1", "hi"))]
-        }
+            content: vec![ContentBlock::ToolResult(ToolResult::ok("c1", "hi"))],
+        },
+    ];
+    let requests = setup.provider.requests.lock().unwrap();
+    assert_eq!(requests[1].messages, turn);
+    let mut stored = turn;
+    stored.push(LlmMessage::assistant("done"));
+    assert_eq!(
+        setup.agent.store().load(&setup.key).unwrap().messages(),
+        stored
     );
+    assert_eq!(requests[0].tools[0].name, "echo");
+    assert!(requests[0].system.contains("- Tools: echo"));
 }
 
 #[tokio::test]
@@ -220,20 +264,34 @@ async fn tool_failures_go_back_to_the_model_as_error_results() {
 }
 
 #[tokio::test]
-async fn a_provider_error_is_reported_and_the_question_kept() {
-    let setup = setup(
-        vec![Err(ProviderError::Stream {
-            provider: "scripted".into(),
-            detail: "gone".into(),
-        })],
-        40,
-    );
+async fn a_provider_error_is_reported_and_the_work_done_kept() {
+    let broken = || ProviderError::Stream {
+        provider: "scripted".into(),
+        detail: "gone".into(),
+    };
+    let setup = setup(vec![call("c1", json!({"text": "hi"})), Err(broken())], 40);
     let (events, outcome) = run(&setup, "hello?").await;
-    let message = "scripted: the response stream broke off: gone".to_owned();
+    let message = broken().to_string();
     assert_eq!(outcome, Err(message.clone()));
-    assert_eq!(events, vec![AgentEvent::Error { message }]);
+    assert_eq!(
+        events[3..],
+        [
+            AgentEvent::NewResponse { iteration: 2 },
+            AgentEvent::Error { message }
+        ]
+    );
     let stored = setup.agent.store().load(&setup.key).unwrap().messages();
-    assert_eq!(stored, vec![LlmMessage::user("hello?")]);
+    assert_eq!(
+        stored,
+        vec![
+            LlmMessage::user("hello?"),
+            setup.provider.requests.lock().unwrap()[1].messages[1].clone(),
+            LlmMessage {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult(ToolResult::ok("c1", "hi"))],
+            },
+        ]
+    );
 }
 
 #[tokio::test]
@@ -287,4 +345,206 @@ async fn the_iteration_limit_stops_the_turn_with_a_message() {
     );
     let stored = setup.agent.store().load(&setup.key).unwrap().messages();
     assert_eq!(stored.last().unwrap().text(), outcome.unwrap());
+}
+
+#[tokio::test]
+async fn a_repeated_identical_call_is_refused_then_the_turn_stopped() {
+    let same = || call("c", json!({"text": "again"}));
+    let setup = setup(
+        vec![
+            same(),
+            same(),
+            same(),
+            call("c4", json!({"text": "other"})),
+            same(),
+            same(),
+        ],
+        40,
+    );
+    let (events, outcome) = run(&setup, "loop").await;
+    let stop = "I stopped because I kept repeating the same tool call without making progress. Tell me how you'd like to continue.";
+    assert_eq!(outcome, Ok(stop.to_owned()));
+    // Two identical calls and the different one ran; the three later repeats did not.
+    assert_eq!(setup.echo.calls.load(Ordering::SeqCst), 3);
+    let refusal = "Error: you are repeating yourself: echo was already called 2 times in this turn with these exact arguments. Use what it returned, try something different, or answer the user.";
+    let ends: Vec<(String, bool)> = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ToolEnd {
+                output, is_error, ..
+            } => Some((output.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ends,
+        vec![
+            ("again".to_owned(), false),
+            ("again".to_owned(), false),
+            (refusal.to_owned(), true),
+            ("other".to_owned(), false),
+            (refusal.replace("2 times", "3 times"), true),
+            (refusal.replace("2 times", "4 times"), true),
+        ]
+    );
+    assert_eq!(
+        events[events.len() - 2..],
+        [
+            AgentEvent::Token { text: stop.into() },
+            AgentEvent::Done { text: stop.into() }
+        ]
+    );
+    let stored = setup.agent.store().load(&setup.key).unwrap().messages();
+    assert_eq!(stored.last().unwrap(), &LlmMessage::assistant(stop));
+    assert_eq!(setup.provider.requests.lock().unwrap().len(), 6);
+}
+
+#[tokio::test]
+async fn old_turns_fall_out_of_the_window_but_stay_in_the_transcript() {
+    let setup = setup_with(
+        vec![
+            answer("one", StopReason::EndTurn),
+            answer("two", StopReason::EndTurn),
+            call("c1", json!({"text": "x"})),
+            answer("three", StopReason::EndTurn),
+        ],
+        AgentSettings {
+            max_tokens: 100,
+            temperature: None,
+            max_tool_iterations: 40,
+            context_window_tokens: 1_200,
+        },
+    );
+    let first = "a".repeat(3_000);
+    let second = "b".repeat(3_000);
+    run(&setup, &first).await.1.unwrap();
+    run(&setup, &second).await.1.unwrap();
+    run(&setup, "third").await.1.unwrap();
+
+    let requests = setup.provider.requests.lock().unwrap();
+    // About 1,000 tokens of history fit: the second turn and the current one, never half a turn.
+    let current = vec![
+        LlmMessage::user(second.clone()),
+        LlmMessage::assistant("two"),
+        LlmMessage::user("third"),
+    ];
+    assert_eq!(requests[2].messages, current);
+    assert_eq!(requests[3].messages[..3], current[..]);
+    assert_eq!(requests[3].messages.len(), 5);
+    let stored = setup.agent.store().load(&setup.key).unwrap().messages();
+    assert_eq!(stored.len(), 8);
+    assert_eq!(stored[0], LlmMessage::user(first));
+}
+
+#[tokio::test]
+async fn an_interrupted_run_is_repaired_before_the_next_turn() {
+    let setup = setup(
+        vec![answer("sorry, where were we?", StopReason::EndTurn)],
+        40,
+    );
+    let pending_call = LlmMessage {
+        role: Role::Assistant,
+        content: vec![ContentBlock::ToolUse(ToolCall {
+            id: "c0".into(),
+            name: "echo".into(),
+            input: json!({"text": "slow"}),
+        })],
+    };
+    // A crash while the tool ran: the call is on disk, its result never was.
+    setup
+        .agent
+        .store()
+        .append(
+            &setup.key,
+            &[
+                SessionEntry::now(LlmMessage::user("go")),
+                SessionEntry::now(pending_call.clone()),
+            ],
+        )
+        .unwrap();
+    run(&setup, "still there?").await.1.unwrap();
+    assert_eq!(
+        setup.provider.requests.lock().unwrap()[0].messages,
+        vec![
+            LlmMessage::user("go"),
+            pending_call,
+            LlmMessage {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult(ToolResult::error(
+                    "c0",
+                    "Error: interrupted: no result was recorded for this call"
+                ))],
+            },
+            LlmMessage::user("still there?"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn slash_commands_are_answered_without_the_model() {
+    let setup = setup(vec![answer("one", StopReason::EndTurn)], 40);
+    run(&setup, "first").await.1.unwrap();
+    let transcript = setup.agent.store().path(&setup.key);
+    let before = std::fs::read_to_string(&transcript).unwrap();
+
+    let (events, outcome) = run(&setup, "  /reset ").await;
+    let text = outcome.unwrap();
+    let archived = text
+        .strip_prefix("Started a new conversation. The previous one is archived at ")
+        .and_then(|rest| rest.strip_suffix('.'))
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(archived).unwrap(), before);
+    assert!(!transcript.exists());
+    assert_eq!(
+        events,
+        vec![
+            AgentEvent::Token { text: text.clone() },
+            AgentEvent::Done { text }
+        ]
+    );
+
+    let (_, outcome) = run(&setup, "/clear").await;
+    assert_eq!(outcome, Ok("Started a new conversation.".to_owned()));
+    let (_, help) = run(&setup, "/help").await;
+    let help = help.unwrap();
+    for command in ["/new", "/reset", "/clear", "/help"] {
+        assert!(help.contains(command), "{help}");
+    }
+    assert_eq!(setup.provider.requests.lock().unwrap().len(), 1);
+    assert!(
+        !transcript.exists(),
+        "commands are not part of the conversation"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_answer_is_explained_and_never_stored_empty() {
+    let setup = setup(
+        vec![Ok(ChatResponse {
+            content: vec![],
+            stop_reason: StopReason::EndTurn,
+            usage: usage(),
+            model: "m1".into(),
+        })],
+        40,
+    );
+    let (_, outcome) = run(&setup, "hm").await;
+    let note = "[The model returned an empty answer. Try rephrasing the request.]";
+    assert_eq!(outcome, Ok(note.to_owned()));
+    assert_eq!(
+        setup.agent.store().load(&setup.key).unwrap().messages(),
+        vec![LlmMessage::user("hm"), LlmMessage::assistant(note)]
+    );
+}
+
+#[tokio::test]
+async fn a_transcript_that_cannot_be_written_fails_the_turn_before_the_model() {
+    let setup = setup(vec![answer("unseen", StopReason::EndTurn)], 40);
+    let sessions = setup.dir.path().join("sessions");
+    std::fs::write(&sessions, "a file where the directory should be").unwrap();
+    let (events, outcome) = run(&setup, "hello").await;
+    let message = outcome.unwrap_err();
+    assert!(message.starts_with("cannot read "), "{message}");
+    assert_eq!(events, vec![AgentEvent::Error { message }]);
+    assert_eq!(setup.provider.requests.lock().unwrap().len(), 0);
 }

@@ -1,0 +1,31 @@
+//! The first request of a fresh workspace stays lean: users of the assistants nanocrab
+//! replaces complain most about token cost (nanobot sends ~33,000 characters for "hello").
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use nanocrab_config::ToolsConfig;
+use nanocrab_core::{ContextBuilder, RuntimeInfo, workspace::write_templates};
+use nanocrab_schema::LlmMessage;
+
+#[test]
+fn hello_with_the_default_workspace_and_tools_is_under_10000_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    write_templates(dir.path()).unwrap();
+    let tools =
+        nanocrab_tools::builtin_registry(&ToolsConfig::default(), dir.path(), None).unwrap();
+    let runtime = RuntimeInfo {
+        now: "2026-11-22T14:05:00+01:00[Europe/Berlin]".parse().unwrap(),
+        os: "linux x86_64".into(),
+    };
+    let system = ContextBuilder::new(dir.path()).build(&tools.names(), None, &runtime);
+    let messages = serde_json::to_string(&[LlmMessage::user("hello")]).unwrap();
+    let schemas = serde_json::to_string(&tools.definitions()).unwrap();
+
+    let total = system.len() + messages.len() + schemas.len();
+    assert!(
+        total < 10_000,
+        "first request is {total} characters: system prompt {}, messages {}, tool schemas {}",
+        system.len(),
+        messages.len(),
+        schemas.len()
+    );
+}
