@@ -247,14 +247,25 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
             ));
         }
     }
-    match defaults.model.split_once('/') {
-        Some((provider, model)) if !provider.is_empty() && !model.is_empty() => {}
-        Some(_) | None => {
+    // A bare name (`claude-sonnet-4-5`) is allowed: the provider registry recognises the
+    // usual model families, as nanobot does.
+    let models = std::iter::once(("agents.defaults.model".to_owned(), &defaults.model)).chain(
+        defaults
+            .fallback_models
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (format!("agents.defaults.fallbackModels.{i}"), m)),
+    );
+    for (key, model) in models {
+        let well_formed = match model.split_once('/') {
+            Some((provider, name)) => !provider.is_empty() && !name.is_empty(),
+            None => !model.is_empty(),
+        } && !model.contains(char::is_whitespace);
+        if !well_formed {
             return Err(invalid(
-                "agents.defaults.model",
+                &key,
                 format!(
-                    "{:?} is not of the form provider/model (e.g. anthropic/claude-sonnet-4-5, openai/gpt-4.1, custom/qwen3)",
-                    defaults.model
+                    "{model:?} is not a model name; use provider/model (e.g. anthropic/claude-sonnet-4-5, openai/gpt-4.1, custom/qwen3)"
                 ),
             ));
         }
@@ -273,6 +284,26 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
                 &format!("providers.{name}.apiBase"),
                 "must be an http:// or https:// URL".to_owned(),
             ));
+        }
+        for (model, settings) in &provider.models {
+            let Some(price) = &settings.price else {
+                continue;
+            };
+            for (field, value) in [
+                ("input", Some(price.input)),
+                ("output", Some(price.output)),
+                ("cacheRead", price.cache_read),
+                ("cacheWrite", price.cache_write),
+            ] {
+                if let Some(value) = value
+                    && !(value.is_finite() && value >= 0.0)
+                {
+                    return Err(invalid(
+                        &format!("providers.{name}.models.{model}.price.{field}"),
+                        format!("{value} is not a price; allowed: 0 or more (US$ per million tokens)"),
+                    ));
+                }
+            }
         }
     }
     Ok(())
@@ -302,7 +333,7 @@ mod tests {
         );
         assert_eq!(
             error(r#"{"agents": {"defaults": {"zzz": 1}}}"#),
-            "/h/config.json: unknown key `agents.defaults.zzz` (valid keys here: workspace, model, maxTokens, temperature, maxToolIterations, contextWindowTokens)"
+            "/h/config.json: unknown key `agents.defaults.zzz` (valid keys here: workspace, model, maxTokens, temperature, maxToolIterations, contextWindowTokens, fallbackModels)"
         );
         assert_eq!(
             error(r#"{"providers": {"openai": {"apikey": "sk-secret"}}}"#),
@@ -321,8 +352,20 @@ mod tests {
             "/h/config.json: `agents.defaults.temperature`: 3 is out of range; allowed: 0 to 2"
         );
         assert_eq!(
-            error(r#"{"agents": {"defaults": {"model": "gpt-4.1"}}}"#),
-            "/h/config.json: `agents.defaults.model`: \"gpt-4.1\" is not of the form provider/model (e.g. anthropic/claude-sonnet-4-5, openai/gpt-4.1, custom/qwen3)"
+            error(r#"{"agents": {"defaults": {"model": "openai/"}}}"#),
+            "/h/config.json: `agents.defaults.model`: \"openai/\" is not a model name; use provider/model (e.g. anthropic/claude-sonnet-4-5, openai/gpt-4.1, custom/qwen3)"
+        );
+        assert_eq!(
+            error(r#"{"agents": {"defaults": {"fallbackModels": ["openai/gpt-4.1", "gpt 4"]}}}"#),
+            "/h/config.json: `agents.defaults.fallbackModels.1`: \"gpt 4\" is not a model name; use provider/model (e.g. anthropic/claude-sonnet-4-5, openai/gpt-4.1, custom/qwen3)"
+        );
+        assert_eq!(
+            error(r#"{"providers": {"openai": {"models": {"gpt-4.1": {"price": {"input": -1, "output": 8}}}}}}"#),
+            "/h/config.json: `providers.openai.models.gpt-4.1.price.input`: -1 is not a price; allowed: 0 or more (US$ per million tokens)"
+        );
+        assert_eq!(
+            error(r#"{"providers": {"openai": {"api": "openai-chat"}}}"#),
+            "/h/config.json: `providers.openai.api`: unknown value; allowed: anthropic-messages, openai-completions, openai-responses, google-generative-ai"
         );
         assert_eq!(
             error(r#"{"providers": {"custom": {"apiBase": "localhost:11434"}}}"#),

@@ -74,6 +74,10 @@ pub struct AgentDefaults {
     /// The model's context window; history is windowed to fit it.
     #[serde(default = "default_context_window_tokens")]
     pub context_window_tokens: u32,
+    /// Models (`provider/model`) tried in order when `model` fails with a rate limit, an
+    /// overload, an outage or an exhausted quota after its own retries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<String>,
 }
 
 impl Default for AgentDefaults {
@@ -85,6 +89,7 @@ impl Default for AgentDefaults {
             temperature: default_temperature(),
             max_tool_iterations: default_max_tool_iterations(),
             context_window_tokens: default_context_window_tokens(),
+            fallback_models: Vec::new(),
         }
     }
 }
@@ -119,6 +124,77 @@ pub struct ProviderConfig {
     /// Extra HTTP headers sent with every request to this provider.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra_headers: BTreeMap<String, String>,
+    /// The wire protocol, for a provider nanocrab does not know or to use another of a known
+    /// provider's APIs (e.g. `openai-responses` for OpenAI). Default: the provider's own;
+    /// `openai-completions` for an unknown provider name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<Protocol>,
+    /// Mark the system prompt, tool list and conversation as cacheable where the provider
+    /// supports it (Anthropic; OpenRouter for Claude and Gemini models). Default: true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_caching: Option<bool>,
+    /// Per-model settings, keyed by the model name without the provider prefix.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, ModelConfig>,
+}
+
+/// A provider wire protocol. The names are OpenClaw's `api` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum Protocol {
+    /// Anthropic Messages (`POST /v1/messages`).
+    #[serde(rename = "anthropic-messages")]
+    AnthropicMessages,
+    /// OpenAI Chat Completions (`POST /chat/completions`), spoken by most other providers.
+    #[serde(rename = "openai-completions")]
+    OpenAiChat,
+    /// OpenAI Responses (`POST /responses`).
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+    /// Google Gemini (`POST /v1beta/models/{model}:streamGenerateContent`).
+    #[serde(rename = "google-generative-ai")]
+    Gemini,
+}
+
+impl Protocol {
+    /// The name used in config.json.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AnthropicMessages => "anthropic-messages",
+            Self::OpenAiChat => "openai-completions",
+            Self::OpenAiResponses => "openai-responses",
+            Self::Gemini => "google-generative-ai",
+        }
+    }
+}
+
+/// What nanocrab should assume about one model, over the built-in knowledge.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The model accepts images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision: Option<bool>,
+    /// The model supports native tool calling; without it the agent chats without tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<bool>,
+    /// Prices for `nanocrab usage`, replacing the built-in table's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+}
+
+/// US dollars per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Price {
+    /// Input tokens billed at the full rate.
+    pub input: f64,
+    pub output: f64,
+    /// Input tokens read from the prompt cache. Default: the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read: Option<f64>,
+    /// Input tokens written to the prompt cache. Default: the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
