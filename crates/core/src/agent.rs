@@ -1,12 +1,10 @@
 //! The agent loop: one user message in, tool calls as needed, one answer out, every step
 //! persisted as it happens and reported as an [`AgentEvent`].
 
-use std::sync::Arc;
-
 use nanocrab_memory::{SessionEntry, SessionError, SessionStore, window};
-use nanocrab_provider::{ChatRequest, LlmProvider, ProviderDelta, ProviderError};
+use nanocrab_provider::{ChatRequest, ModelChain, ProviderDelta, ProviderError};
 use nanocrab_schema::{
-    AgentEvent, ContentBlock, LlmMessage, Role, SessionKey, StopReason, ToolResult, Usage,
+    AgentEvent, ContentBlock, Image, LlmMessage, Role, SessionKey, StopReason, ToolResult, Usage,
 };
 use nanocrab_tools::{ToolContext, ToolRegistry};
 
@@ -28,6 +26,33 @@ pub struct AgentSettings {
     pub context_window_tokens: u32,
 }
 
+/// What the user sent: text, and images for models that can see them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UserInput {
+    pub text: String,
+    pub images: Vec<Image>,
+}
+
+impl From<&str> for UserInput {
+    fn from(text: &str) -> Self {
+        Self {
+            text: text.to_owned(),
+            images: Vec::new(),
+        }
+    }
+}
+
+impl UserInput {
+    fn message(self) -> LlmMessage {
+        let mut content = vec![ContentBlock::text(self.text)];
+        content.extend(self.images.into_iter().map(ContentBlock::Image));
+        LlmMessage {
+            role: Role::User,
+            content,
+        }
+    }
+}
+
 /// What a finished turn produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnOutcome {
@@ -46,8 +71,7 @@ pub enum AgentError {
 }
 
 pub struct Agent {
-    provider: Arc<dyn LlmProvider>,
-    model: String,
+    models: ModelChain,
     tools: ToolRegistry,
     store: SessionStore,
     context: ContextBuilder,
@@ -57,16 +81,14 @@ pub struct Agent {
 
 impl Agent {
     pub fn new(
-        provider: Arc<dyn LlmProvider>,
-        model: String,
+        models: ModelChain,
         tools: ToolRegistry,
         store: SessionStore,
         context: ContextBuilder,
         settings: AgentSettings,
     ) -> Self {
         Self {
-            provider,
-            model,
+            models,
             tools,
             store,
             context,
@@ -90,10 +112,10 @@ impl Agent {
     pub async fn run_turn(
         &self,
         key: &SessionKey,
-        user_text: &str,
+        input: impl Into<UserInput>,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<TurnOutcome, AgentError> {
-        let outcome = self.run_steps(key, user_text, on_event).await;
+        let outcome = self.run_steps(key, input.into(), on_event).await;
         if let Err(err) = &outcome {
             on_event(AgentEvent::Error {
                 message: err.to_string(),
@@ -105,23 +127,29 @@ impl Agent {
     async fn run_steps(
         &self,
         key: &SessionKey,
-        user_text: &str,
+        input: UserInput,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<TurnOutcome, AgentError> {
-        if let Some(text) = self.slash_command(key, user_text.trim())? {
+        if input.images.is_empty()
+            && let Some(text) = self.slash_command(key, input.text.trim())?
+        {
             return Ok(finish(on_event, text, Usage::default(), 0));
         }
         let mut history = self.store.load(key)?.messages();
-        let user = LlmMessage::user(user_text);
+        let user = input.message();
         self.store.append(key, &[SessionEntry::now(user.clone())])?;
         history.push(user);
 
-        let system = self.context.build(
-            &self.tools.names(),
-            self.channel.as_ref(),
-            &RuntimeInfo::current(),
-        );
-        let tools = self.tools.definitions();
+        // A model without tool calling gets no tools, and a prompt that says so.
+        let with_tools = self.models.primary().profile.tools;
+        let (tool_names, tools) = if with_tools {
+            (self.tools.names(), self.tools.definitions())
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let system =
+            self.context
+                .build(&tool_names, self.channel.as_ref(), &RuntimeInfo::current());
         let tools_chars: usize = tools
             .iter()
             .map(|t| t.description.len() + t.parameters.to_string().len())
@@ -136,29 +164,57 @@ impl Agent {
         let mut usage = Usage::default();
         let mut seen_calls: Vec<(String, serde_json::Value)> = Vec::new();
         let mut refused_repeats = 0;
+        // After a fallback the rest of the turn stays on the model that answered; the next
+        // turn tries the primary again.
+        let mut current = 0;
 
         for iteration in 1..=self.settings.max_tool_iterations {
             if iteration > 1 {
                 on_event(AgentEvent::NewResponse { iteration });
             }
             let request = ChatRequest {
-                model: self.model.clone(),
+                model: String::new(),
                 system: system.clone(),
                 messages: window(&history, budget).to_vec(),
                 tools: tools.clone(),
                 max_tokens: self.settings.max_tokens,
                 temperature: self.settings.temperature,
             };
-            let response = self
-                .provider
-                .chat(&request, &mut |delta| match delta {
-                    ProviderDelta::Text(text) => on_event(AgentEvent::Token { text }),
-                    ProviderDelta::Reasoning(text) => on_event(AgentEvent::Reasoning { text }),
-                })
+            // Both callbacks report to the same sink; the mutex lets them share it.
+            let sink = std::sync::Mutex::new(&mut *on_event);
+            let emit = |event: AgentEvent| {
+                let mut sink = sink
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                (*sink)(event);
+            };
+            let (answered_by, response) = self
+                .models
+                .chat(
+                    current,
+                    &request,
+                    &mut |delta| match delta {
+                        ProviderDelta::Text(text) => emit(AgentEvent::Token { text }),
+                        ProviderDelta::Reasoning(text) => emit(AgentEvent::Reasoning { text }),
+                    },
+                    &mut |fallback| {
+                        emit(AgentEvent::ModelFallback {
+                            from: fallback.from,
+                            to: fallback.to,
+                            reason: fallback.reason,
+                        });
+                    },
+                )
                 .await?;
+            current = answered_by;
+            let label = self
+                .models
+                .get(answered_by)
+                .map(|m| m.label.clone())
+                .unwrap_or_default();
             usage += response.usage;
             on_event(AgentEvent::Usage {
-                model: response.model.clone(),
+                model: label.clone(),
                 usage: response.usage,
             });
             let mut assistant = LlmMessage {
@@ -169,17 +225,18 @@ impl Agent {
             let answered = !assistant.text().trim().is_empty();
             // Kept in the transcript too: the model then knows next turn why its answer
             // ended there, and a provider never gets back an assistant message with no text.
-            let note = match (
-                calls.is_empty(),
-                response.stop_reason == StopReason::MaxTokens,
-            ) {
+            let note = match (calls.is_empty(), &response.stop_reason) {
                 (false, _) => None,
-                (true, true) => Some(format!(
+                (true, StopReason::MaxTokens) => Some(format!(
                     "[The answer was cut off at the output limit (agents.defaults.maxTokens = {}).]",
                     self.settings.max_tokens
                 )),
-                (true, false) if answered => None,
-                (true, false) => Some(
+                // A refusal's text is the model's explanation; without one, say what happened.
+                (true, StopReason::Refusal) if !answered => {
+                    Some("[The model declined to answer this request.]".to_owned())
+                }
+                (true, _) if answered => None,
+                (true, _) => Some(
                     "[The model returned an empty answer. Try rephrasing the request.]".to_owned(),
                 ),
             };
@@ -195,7 +252,7 @@ impl Agent {
             self.store.append(
                 key,
                 &[SessionEntry {
-                    model: Some(response.model),
+                    model: Some(label),
                     usage: Some(response.usage),
                     ..SessionEntry::now(assistant.clone())
                 }],

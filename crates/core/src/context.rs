@@ -95,7 +95,13 @@ impl ContextBuilder {
             "- Workspace: {} (relative paths resolve here)",
             self.workspace.display()
         );
-        let _ = writeln!(out, "- Tools: {}", tool_names.join(", "));
+        if tool_names.is_empty() {
+            out.push_str(
+                "- Tools: none (this model cannot call tools): answer from what you know, and say so when a request needs files, commands or the web\n",
+            );
+        } else {
+            let _ = writeln!(out, "- Tools: {}", tool_names.join(", "));
+        }
         if let Some(channel) = channel {
             let _ = writeln!(
                 out,

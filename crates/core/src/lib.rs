@@ -4,5 +4,5 @@ mod agent;
 mod context;
 pub mod workspace;
 
-pub use agent::{Agent, AgentError, AgentSettings, HELP_TEXT, TurnOutcome};
+pub use agent::{Agent, AgentError, AgentSettings, HELP_TEXT, TurnOutcome, UserInput};
 pub use context::{ChannelInfo, ContextBuilder, PromptMode, RuntimeInfo};

@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use nanocrab_core::{Agent, AgentSettings, ContextBuilder};
 use nanocrab_memory::{SessionEntry, SessionStore};
 use nanocrab_provider::{
-    ChatRequest, ChatResponse, DeltaSink, LlmProvider, ProviderDelta, ProviderError,
+    ChatRequest, ChatResponse, DeltaSink, LlmProvider, ModelChain, ModelProfile, ProviderDelta,
+    ProviderError, ResolvedModel,
 };
 use nanocrab_schema::{
     AgentEvent, ContentBlock, LlmMessage, Role, SessionKey, StopReason, ToolCall, ToolDef,
@@ -52,12 +53,23 @@ impl LlmProvider for Scripted {
                         on_delta(ProviderDelta::Reasoning(thinking.clone()));
                     }
                     ContentBlock::RedactedThinking { .. }
+                    | ContentBlock::Image(_)
                     | ContentBlock::ToolUse(_)
                     | ContentBlock::ToolResult(_) => {}
                 }
             }
         }
         reply
+    }
+}
+
+/// The scripted provider as the model `scripted/<model>`.
+fn resolved(provider: &Arc<Scripted>, model: &str, profile: ModelProfile) -> ResolvedModel {
+    ResolvedModel {
+        provider: provider.clone(),
+        model: model.into(),
+        label: format!("scripted/{model}"),
+        profile,
     }
 }
 
@@ -146,8 +158,7 @@ fn setup_with(replies: Vec<Result<ChatResponse, ProviderError>>, settings: Agent
     let mut tools = ToolRegistry::new();
     tools.register(echo.clone());
     let agent = Agent::new(
-        provider.clone(),
-        "m1".into(),
+        ModelChain::new(resolved(&provider, "m1", ModelProfile::GENERIC), Vec::new()),
         tools,
         SessionStore::new(dir.path().join("sessions")),
         ContextBuilder::new(dir.path().join("workspace")),
@@ -179,6 +190,7 @@ async fn a_tool_round_trip_emits_every_event_in_order() {
         ContentBlock::Thinking {
             thinking: "use echo".into(),
             signature: Some("sig".into()),
+            origin: Some("scripted".into()),
         },
     );
     let setup = setup(
@@ -194,7 +206,7 @@ async fn a_tool_round_trip_emits_every_event_in_order() {
                 text: "use echo".into()
             },
             AgentEvent::Usage {
-                model: "m1".into(),
+                model: "scripted/m1".into(),
                 usage: usage()
             },
             AgentEvent::ToolStart {
@@ -213,7 +225,7 @@ async fn a_tool_round_trip_emits_every_event_in_order() {
                 text: "done".into()
             },
             AgentEvent::Usage {
-                model: "m1".into(),
+                model: "scripted/m1".into(),
                 usage: usage()
             },
             AgentEvent::Done {
@@ -547,4 +559,203 @@ async fn a_transcript_that_cannot_be_written_fails_the_turn_before_the_model() {
     assert!(message.starts_with("cannot read "), "{message}");
     assert_eq!(events, vec![AgentEvent::Error { message }]);
     assert_eq!(setup.provider.requests.lock().unwrap().len(), 0);
+}
+
+fn overloaded() -> ProviderError {
+    ProviderError::Status {
+        provider: "scripted".into(),
+        status: 529,
+        message: "Overloaded".into(),
+        kind: Some("overloaded_error".into()),
+        hint: "The provider is having trouble: try again later".into(),
+        attempts: 4,
+        retry_after: None,
+    }
+}
+
+/// An agent whose primary model is `scripted/primary` and whose fallback is
+/// `scripted/backup`, each with its own script.
+fn with_fallback(
+    primary: Vec<Result<ChatResponse, ProviderError>>,
+    backup: Vec<Result<ChatResponse, ProviderError>>,
+) -> (Setup, Arc<Scripted>) {
+    let mut setup = setup(primary, 40);
+    let backup = Arc::new(Scripted {
+        replies: Mutex::new(backup.into()),
+        ..Scripted::default()
+    });
+    let mut tools = ToolRegistry::new();
+    tools.register(setup.echo.clone());
+    setup.agent = Agent::new(
+        ModelChain::new(
+            resolved(&setup.provider, "primary", ModelProfile::GENERIC),
+            vec![resolved(&backup, "backup", ModelProfile::GENERIC)],
+        ),
+        tools,
+        SessionStore::new(setup.dir.path().join("sessions")),
+        ContextBuilder::new(setup.dir.path().join("workspace")),
+        AgentSettings {
+            max_tokens: 100,
+            temperature: None,
+            max_tool_iterations: 40,
+            context_window_tokens: 65_536,
+        },
+    );
+    (setup, backup)
+}
+
+#[tokio::test]
+async fn an_overloaded_primary_falls_back_for_the_rest_of_the_turn_and_is_tried_again_next_turn() {
+    let (setup, backup) = with_fallback(
+        vec![
+            Err(overloaded()),
+            answer("primary again", StopReason::EndTurn),
+        ],
+        vec![
+            call("c1", json!({"text": "hi"})),
+            answer("backup answered", StopReason::EndTurn),
+        ],
+    );
+    let (events, outcome) = run(&setup, "hello").await;
+    assert_eq!(outcome, Ok("backup answered".to_owned()));
+    assert_eq!(
+        events[0],
+        AgentEvent::ModelFallback {
+            from: "scripted/primary".into(),
+            to: "scripted/backup".into(),
+            reason: overloaded().to_string(),
+        }
+    );
+    let answered_by: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::Usage { model, .. } => Some(model.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered_by, vec!["scripted/backup", "scripted/backup"]);
+    // Each model got its own name; the backup's second call went straight to it.
+    assert_eq!(setup.provider.requests.lock().unwrap()[0].model, "primary");
+    let backup_models: Vec<String> = backup
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.model.clone())
+        .collect();
+    assert_eq!(backup_models, vec!["backup", "backup"]);
+    let stored: Vec<Option<String>> = setup
+        .agent
+        .store()
+        .load(&setup.key)
+        .unwrap()
+        .entries
+        .iter()
+        .map(|e| e.model.clone())
+        .collect();
+    assert_eq!(
+        stored,
+        vec![
+            None,
+            Some("scripted/backup".into()),
+            None,
+            Some("scripted/backup".into())
+        ]
+    );
+
+    let (_, outcome) = run(&setup, "and now?").await;
+    assert_eq!(outcome, Ok("primary again".to_owned()));
+}
+
+#[tokio::test]
+async fn a_request_error_is_not_hidden_by_a_fallback_and_exhausted_fallbacks_say_what_was_tried() {
+    let bad_request = || ProviderError::Status {
+        provider: "scripted".into(),
+        status: 400,
+        message: "messages: text content blocks must be non-empty".into(),
+        kind: Some("invalid_request_error".into()),
+        hint: "The provider rejected the request".into(),
+        attempts: 1,
+        retry_after: None,
+    };
+    let (setup, backup) = with_fallback(vec![Err(bad_request())], Vec::new());
+    let (events, outcome) = run(&setup, "hello").await;
+    assert_eq!(outcome, Err(bad_request().to_string()));
+    assert_eq!(
+        events,
+        vec![AgentEvent::Error {
+            message: bad_request().to_string()
+        }]
+    );
+    assert!(backup.requests.lock().unwrap().is_empty());
+
+    let (setup, _) = with_fallback(vec![Err(overloaded())], vec![Err(overloaded())]);
+    let (_, outcome) = run(&setup, "hello").await;
+    assert_eq!(
+        outcome,
+        Err(format!(
+            "every model failed (scripted/primary, scripted/backup); the last error: {}",
+            overloaded()
+        ))
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_without_words_is_explained() {
+    let setup = setup(
+        vec![Ok(ChatResponse {
+            content: vec![],
+            stop_reason: StopReason::Refusal,
+            usage: usage(),
+            model: "m1".into(),
+        })],
+        40,
+    );
+    let (_, outcome) = run(&setup, "do something bad").await;
+    assert_eq!(
+        outcome,
+        Ok("[The model declined to answer this request.]".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_model_without_tool_calling_gets_no_tools_and_is_told_so() {
+    let mut setup = setup(
+        vec![answer("I can't run commands.", StopReason::EndTurn)],
+        40,
+    );
+    let mut tools = ToolRegistry::new();
+    tools.register(setup.echo.clone());
+    setup.agent = Agent::new(
+        ModelChain::new(
+            resolved(
+                &setup.provider,
+                "m1",
+                ModelProfile {
+                    tools: false,
+                    ..ModelProfile::GENERIC
+                },
+            ),
+            Vec::new(),
+        ),
+        tools,
+        SessionStore::new(setup.dir.path().join("sessions")),
+        ContextBuilder::new(setup.dir.path().join("workspace")),
+        AgentSettings {
+            max_tokens: 100,
+            temperature: None,
+            max_tool_iterations: 40,
+            context_window_tokens: 65_536,
+        },
+    );
+    run(&setup, "list my files").await.1.unwrap();
+    let request = &setup.provider.requests.lock().unwrap()[0];
+    assert!(request.tools.is_empty());
+    assert!(
+        request
+            .system
+            .contains("- Tools: none (this model cannot call tools)"),
+        "{}",
+        request.system
+    );
 }

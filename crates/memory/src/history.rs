@@ -9,7 +9,9 @@ pub fn estimate_tokens(message: &LlmMessage) -> usize {
         .map(|block| match block {
             ContentBlock::Text { text } => text.len(),
             ContentBlock::Thinking { thinking, .. } => thinking.len(),
-            ContentBlock::RedactedThinking { data } => data.len(),
+            ContentBlock::RedactedThinking { data, .. } => data.len(),
+            // Providers bill a picture at up to about 1,600 tokens, whatever its byte size.
+            ContentBlock::Image(_) => 6_400,
             ContentBlock::ToolUse(call) => call.name.len() + call.input.to_string().len(),
             ContentBlock::ToolResult(result) => result.content.len(),
         })

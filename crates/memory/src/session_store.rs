@@ -1,8 +1,11 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use nanocrab_schema::{ContentBlock, LlmMessage, Role, SessionKey, ToolResult, Usage};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use nanocrab_schema::{ContentBlock, Image, LlmMessage, Role, SessionKey, ToolResult, Usage};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 
 /// Tool results longer than this are shortened in the transcript file (never in the live
 /// loop): a transcript is for reading back, and a 5 MB `cat` output would make it unusable.
@@ -55,12 +58,15 @@ pub struct SessionMetadata {
     pub version: u32,
 }
 
-/// A transcript as loaded.
+/// A transcript as loaded. Images stay references to their files in `entries`;
+/// [`Session::messages`] reads them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Session {
     pub key: SessionKey,
     pub metadata: Option<SessionMetadata>,
     pub entries: Vec<SessionEntry>,
+    /// The directory image references are relative to.
+    dir: PathBuf,
 }
 
 impl Session {
@@ -73,7 +79,24 @@ impl Session {
         // Calls of the last assistant message that still wait for their results.
         let mut pending: Vec<String> = Vec::new();
         for entry in &self.entries {
-            let message = entry.message();
+            let mut message = entry.message();
+            for block in &mut message.content {
+                if let ContentBlock::Image(image) = block
+                    && let Some(file) = &image.file
+                {
+                    *block = match std::fs::read(self.dir.join(file)) {
+                        Ok(bytes) => ContentBlock::Image(Image {
+                            media_type: image.media_type.clone(),
+                            data: BASE64.encode(bytes),
+                            file: None,
+                        }),
+                        Err(err) => {
+                            tracing::warn!("{}: cannot read image {file}: {err}", self.key);
+                            ContentBlock::text(format!("[image no longer available: {file}]"))
+                        }
+                    };
+                }
+            }
             match message.role {
                 Role::User => {
                     let (mut content, others): (Vec<ContentBlock>, Vec<ContentBlock>) = message
@@ -161,6 +184,8 @@ pub enum SessionError {
     Encode(#[from] serde_json::Error),
     #[error("no session {0}")]
     NotFound(SessionKey),
+    #[error("an image is not valid base64: {detail}")]
+    BadImage { detail: String },
 }
 
 /// Transcripts as append-only JSONL files, one per session key.
@@ -172,6 +197,11 @@ pub struct SessionStore {
 impl SessionStore {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self { dir: dir.into() }
+    }
+
+    /// The sessions directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub fn path(&self, key: &SessionKey) -> PathBuf {
@@ -195,6 +225,7 @@ impl SessionStore {
                     key: key.clone(),
                     metadata: None,
                     entries: Vec::new(),
+                    dir: self.dir.clone(),
                 });
             }
             Err(source) => {
@@ -230,6 +261,7 @@ impl SessionStore {
             key: key.clone(),
             metadata,
             entries,
+            dir: self.dir.clone(),
         })
     }
 
@@ -259,7 +291,7 @@ impl SessionStore {
             buf.push(b'\n');
         }
         for entry in entries {
-            serde_json::to_writer(&mut buf, &for_storage(entry))?;
+            serde_json::to_writer(&mut buf, &self.for_storage(entry)?)?;
             buf.push(b'\n');
         }
         let mut file = std::fs::OpenOptions::new()
@@ -275,6 +307,93 @@ impl SessionStore {
         file.write_all(&buf).map_err(|e| io("write", e))?;
         file.sync_data().map_err(|e| io("sync", e))?;
         Ok(())
+    }
+
+    /// The entry as written: long tool results shortened, image bytes moved to files under
+    /// `media/` (named by their hash, so a picture sent twice is stored once).
+    fn for_storage<'a>(
+        &self,
+        entry: &'a SessionEntry,
+    ) -> Result<std::borrow::Cow<'a, SessionEntry>, SessionError> {
+        let rewrite = entry.content.iter().any(|block| match block {
+            ContentBlock::ToolResult(r) => r.content.chars().count() > MAX_STORED_RESULT_CHARS,
+            ContentBlock::Image(image) => !image.data.is_empty(),
+            ContentBlock::Text { .. }
+            | ContentBlock::Thinking { .. }
+            | ContentBlock::RedactedThinking { .. }
+            | ContentBlock::ToolUse(_) => false,
+        });
+        if !rewrite {
+            return Ok(std::borrow::Cow::Borrowed(entry));
+        }
+        let mut entry = entry.clone();
+        for block in &mut entry.content {
+            match block {
+                ContentBlock::ToolResult(result) => {
+                    let total = result.content.chars().count();
+                    if total > MAX_STORED_RESULT_CHARS {
+                        let head: String = result
+                            .content
+                            .chars()
+                            .take(MAX_STORED_RESULT_CHARS)
+                            .collect();
+                        result.content = format!(
+                            "{head}\n[transcript note: result shortened from {total} to {MAX_STORED_RESULT_CHARS} characters; the model saw all of it]"
+                        );
+                    }
+                }
+                ContentBlock::Image(image) if !image.data.is_empty() => {
+                    let file = self.store_image(image)?;
+                    *image = Image {
+                        media_type: image.media_type.clone(),
+                        data: String::new(),
+                        file: Some(file),
+                    };
+                }
+                ContentBlock::Image(_)
+                | ContentBlock::Text { .. }
+                | ContentBlock::Thinking { .. }
+                | ContentBlock::RedactedThinking { .. }
+                | ContentBlock::ToolUse(_) => {}
+            }
+        }
+        Ok(std::borrow::Cow::Owned(entry))
+    }
+
+    /// Writes an image's bytes to `media/<hash>.<ext>`, atomically (a temp file renamed into
+    /// place), and returns that path relative to the sessions directory.
+    fn store_image(&self, image: &Image) -> Result<String, SessionError> {
+        let bytes = BASE64
+            .decode(&image.data)
+            .map_err(|err| SessionError::BadImage {
+                detail: err.to_string(),
+            })?;
+        let digest = Sha256::digest(&bytes);
+        let name: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        let ext = match image.media_type.as_str() {
+            "image/png" => "png",
+            "image/jpeg" => "jpg",
+            "image/gif" => "gif",
+            "image/webp" => "webp",
+            _ => "bin",
+        };
+        let relative = format!("media/{name}.{ext}");
+        let path = self.dir.join(&relative);
+        if path.is_file() {
+            return Ok(relative);
+        }
+        let media = self.dir.join("media");
+        let io = |action, source| SessionError::Io {
+            action,
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&media).map_err(|e| io("create", e))?;
+        let mut temp = tempfile::NamedTempFile::new_in(&media).map_err(|e| io("create", e))?;
+        temp.write_all(&bytes).map_err(|e| io("write", e))?;
+        temp.as_file().sync_data().map_err(|e| io("sync", e))?;
+        temp.persist(&path).map_err(|e| io("rename", e.error))?;
+        Ok(relative)
     }
 
     /// Every transcript, most recently updated first.
@@ -357,30 +476,4 @@ fn ends_without_newline(path: &Path) -> bool {
     };
     let mut last = [0u8; 1];
     file.seek(SeekFrom::End(-1)).is_ok() && file.read_exact(&mut last).is_ok() && last[0] != b'\n'
-}
-
-fn for_storage(entry: &SessionEntry) -> std::borrow::Cow<'_, SessionEntry> {
-    let too_long = entry.content.iter().any(|block| {
-        matches!(block, ContentBlock::ToolResult(r) if r.content.chars().count() > MAX_STORED_RESULT_CHARS)
-    });
-    if !too_long {
-        return std::borrow::Cow::Borrowed(entry);
-    }
-    let mut entry = entry.clone();
-    for block in &mut entry.content {
-        if let ContentBlock::ToolResult(result) = block {
-            let total = result.content.chars().count();
-            if total > MAX_STORED_RESULT_CHARS {
-                let head: String = result
-                    .content
-                    .chars()
-                    .take(MAX_STORED_RESULT_CHARS)
-                    .collect();
-                result.content = format!(
-                    "{head}\n[transcript note: result shortened from {total} to {MAX_STORED_RESULT_CHARS} characters; the model saw all of it]"
-                );
-            }
-        }
-    }
-    std::borrow::Cow::Owned(entry)
 }

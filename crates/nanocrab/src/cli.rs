@@ -50,6 +50,9 @@ pub struct AgentArgs {
     /// Model to use instead of agents.defaults.model, as provider/model.
     #[arg(long, value_name = "PROVIDER/MODEL")]
     pub model: Option<String>,
+    /// An image to send with the message (PNG, JPEG, GIF or WebP); repeat for several.
+    #[arg(long = "image", value_name = "PATH")]
+    pub images: Vec<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

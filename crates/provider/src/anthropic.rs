@@ -6,7 +6,8 @@ use nanocrab_schema::{ContentBlock, Role, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
 
 use crate::error::ProviderError;
-use crate::http::{StreamState, WireFormat, parse_arguments};
+use crate::http::{ErrorInfo, StreamState, WireFormat, parse_arguments};
+use crate::profile::ModelProfile;
 use crate::provider::{ChatRequest, ChatResponse, ProviderDelta};
 use crate::think::ThinkFilter;
 
@@ -25,8 +26,8 @@ impl WireFormat for Anthropic {
         headers
     }
 
-    fn body(&self, request: &ChatRequest) -> Value {
-        let messages: Vec<Value> = request
+    fn body(&self, request: &ChatRequest, profile: &ModelProfile) -> Value {
+        let mut messages: Vec<Value> = request
             .messages
             .iter()
             .map(|message| {
@@ -34,19 +35,20 @@ impl WireFormat for Anthropic {
                     .content
                     .iter()
                     .filter_map(|block| match block {
-                        // Anthropic rejects empty text blocks.
-                        ContentBlock::Text { text } if text.is_empty() => None,
                         ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
-                        // Reasoning without Anthropic's signature came from another provider
-                        // and would be rejected.
+                        // Reasoning without a signature came from another provider and would
+                        // be rejected.
                         ContentBlock::Thinking {
                             thinking,
                             signature: Some(signature),
+                            ..
                         } => Some(json!({"type": "thinking", "thinking": thinking, "signature": signature})),
                         ContentBlock::Thinking { signature: None, .. } => None,
-                        ContentBlock::RedactedThinking { data } => {
+                        ContentBlock::RedactedThinking { data, .. } => {
                             Some(json!({"type": "redacted_thinking", "data": data}))
                         }
+                        ContentBlock::Image(image) => Some(json!({"type": "image", "source": {
+                            "type": "base64", "media_type": image.media_type, "data": image.data}})),
                         ContentBlock::ToolUse(call) => Some(json!({
                             "type": "tool_use", "id": call.id, "name": call.name,
                             "input": if call.input.is_object() { call.input.clone() } else { json!({}) },
@@ -68,6 +70,36 @@ impl WireFormat for Anthropic {
                 json!({"role": role, "content": content})
             })
             .collect();
+        let mut tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({"name": tool.name, "description": tool.description,
+                              "input_schema": tool.parameters})
+            })
+            .collect();
+        let mut system = json!([{"type": "text", "text": request.system}]);
+        if profile.prompt_caching {
+            // Three of the four breakpoints Anthropic allows: the system prompt and the tools
+            // change rarely, and the newest message makes the whole history so far a prefix
+            // the next call of the tool loop reads back at a tenth of the price.
+            let ephemeral = json!({"type": "ephemeral"});
+            system[0]["cache_control"] = ephemeral.clone();
+            if let Some(tool) = tools.last_mut() {
+                tool["cache_control"] = ephemeral.clone();
+            }
+            let last_block = messages
+                .last_mut()
+                .and_then(|m| m["content"].as_array_mut())
+                .and_then(|blocks| {
+                    blocks.iter_mut().rev().find(|b| {
+                        !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking"))
+                    })
+                });
+            if let Some(block) = last_block {
+                block["cache_control"] = ephemeral;
+            }
+        }
         let mut body = json!({
             "model": request.model,
             "max_tokens": request.max_tokens,
@@ -75,20 +107,13 @@ impl WireFormat for Anthropic {
             "stream": true,
         });
         if !request.system.is_empty() {
-            body["system"] = Value::from(request.system.clone());
+            body["system"] = system;
         }
-        if let Some(temperature) = request.temperature {
+        if let Some(temperature) = profile.temperature(request.temperature) {
             body["temperature"] = json!(temperature);
         }
-        if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|tool| {
-                    json!({"name": tool.name, "description": tool.description,
-                                  "input_schema": tool.parameters})
-                })
-                .collect();
+        if !tools.is_empty() {
+            body["tools"] = Value::from(tools);
         }
         body
     }
@@ -100,8 +125,53 @@ impl WireFormat for Anthropic {
         })
     }
 
-    fn error_message(&self, body: &Value) -> Option<String> {
-        body["error"]["message"].as_str().map(str::to_owned)
+    fn whole_as_events(&self, body: Value) -> Vec<(String, String)> {
+        let event = |value: Value| {
+            let name = value["type"].as_str().unwrap_or_default().to_owned();
+            (name, value.to_string())
+        };
+        if body["type"] == "error" {
+            return vec![event(body)];
+        }
+        let mut events = vec![event(json!({"type": "message_start", "message": {
+            "model": body["model"], "usage": body["usage"]}}))];
+        for (index, block) in body["content"].as_array().into_iter().flatten().enumerate() {
+            let (start, delta) = match block["type"].as_str().unwrap_or_default() {
+                "text" => (
+                    json!({"type": "text", "text": ""}),
+                    Some(json!({"type": "text_delta", "text": block["text"]})),
+                ),
+                "thinking" => (
+                    json!({"type": "thinking", "thinking": block["thinking"]}),
+                    Some(json!({"type": "signature_delta", "signature": block["signature"]})),
+                ),
+                "tool_use" => (
+                    json!({"type": "tool_use", "id": block["id"], "name": block["name"]}),
+                    Some(json!({"type": "input_json_delta",
+                                "partial_json": block["input"].to_string()})),
+                ),
+                _ => (block.clone(), None),
+            };
+            events.push(event(
+                json!({"type": "content_block_start", "index": index, "content_block": start}),
+            ));
+            if let Some(delta) = delta {
+                events.push(event(
+                    json!({"type": "content_block_delta", "index": index, "delta": delta}),
+                ));
+            }
+        }
+        events.push(event(json!({"type": "message_delta",
+            "delta": {"stop_reason": body["stop_reason"]}, "usage": body["usage"]})));
+        events
+    }
+
+    fn error_info(&self, body: &Value) -> ErrorInfo {
+        ErrorInfo {
+            message: body["error"]["message"].as_str().map(str::to_owned),
+            kind: body["error"]["type"].as_str().map(str::to_owned),
+            retry_after: None,
+        }
     }
 }
 
@@ -254,12 +324,9 @@ impl StreamState for AnthropicStream {
     fn finish(
         mut self: Box<Self>,
         deltas: &mut Vec<ProviderDelta>,
-    ) -> Result<ChatResponse, ProviderError> {
+    ) -> Result<Option<ChatResponse>, ProviderError> {
         let Some(stop_reason) = self.stop_reason.take() else {
-            return Err(ProviderError::Stream {
-                provider: self.provider.clone(),
-                detail: "the stream ended before the message was complete".to_owned(),
-            });
+            return Ok(None);
         };
         let tail = self.think.flush(deltas);
         let mut content = Vec::new();
@@ -270,8 +337,11 @@ impl StreamState for AnthropicStream {
                 Block::Thinking { text, signature } => content.push(ContentBlock::Thinking {
                     thinking: text,
                     signature,
+                    origin: None,
                 }),
-                Block::Redacted(data) => content.push(ContentBlock::RedactedThinking { data }),
+                Block::Redacted(data) => {
+                    content.push(ContentBlock::RedactedThinking { data, origin: None });
+                }
                 Block::Tool { id, name, json } => content.push(ContentBlock::ToolUse(ToolCall {
                     id,
                     name,
@@ -288,7 +358,7 @@ impl StreamState for AnthropicStream {
                 None => content.push(ContentBlock::Text { text: tail }),
             }
         }
-        Ok(ChatResponse {
+        Ok(Some(ChatResponse {
             content,
             stop_reason: match stop_reason.as_str() {
                 "end_turn" => StopReason::EndTurn,
@@ -300,6 +370,6 @@ impl StreamState for AnthropicStream {
             },
             usage: self.usage,
             model: self.model,
-        })
+        }))
     }
 }

@@ -9,6 +9,8 @@ pub enum ProviderError {
         provider: String,
         status: u16,
         message: String,
+        /// The provider's error type or code, when its body names one.
+        kind: Option<String>,
         hint: String,
         attempts: u32,
         retry_after: Option<Duration>,
@@ -64,7 +66,16 @@ pub enum ProviderError {
         "{provider} needs an endpoint: set providers.{provider}.apiBase in config.json (e.g. http://localhost:11434/v1 for Ollama)"
     )]
     MissingApiBase { provider: String },
+    /// The primary model and every fallback failed; `last` is the last model's error.
+    #[error("every model failed ({}); the last error: {last}", tried.join(", "))]
+    AllModelsFailed {
+        tried: Vec<String>,
+        last: Box<ProviderError>,
+    },
 }
+
+/// Error kinds that mean "out of credit": waiting does not help, another provider does.
+const QUOTA_KINDS: [&str; 2] = ["insufficient_quota", "billing_hard_limit_reached"];
 
 fn attempts_note(attempts: u32) -> String {
     if attempts > 1 {
@@ -75,11 +86,13 @@ fn attempts_note(attempts: u32) -> String {
 }
 
 impl ProviderError {
-    /// Worth trying again: rate limits, overloads, server errors and lost connections.
+    /// Worth trying again: rate limits, overloads, server errors and lost connections; not an
+    /// exhausted quota, which answers 429 too but does not come back by waiting.
     pub fn is_retriable(&self) -> bool {
         match self {
-            Self::Status { status, .. } => {
-                matches!(status, 408 | 409 | 425 | 429) || *status >= 500
+            Self::Status { status, kind, .. } => {
+                (matches!(status, 408 | 409 | 425 | 429) || *status >= 500)
+                    && !kind.as_deref().is_some_and(|k| QUOTA_KINDS.contains(&k))
             }
             Self::Connect { .. } => true,
             Self::Api { retriable, .. } => *retriable,
@@ -88,7 +101,29 @@ impl ProviderError {
             | Self::BadModelName { .. }
             | Self::UnknownProvider { .. }
             | Self::MissingKey { .. }
-            | Self::MissingApiBase { .. } => false,
+            | Self::MissingApiBase { .. }
+            | Self::AllModelsFailed { .. } => false,
+        }
+    }
+
+    /// Worth asking a fallback model: the provider cannot serve now (capacity, outage,
+    /// connection, quota or billing). Not when the request or the configuration is wrong
+    /// (400, 401, 403, 404): another model would hide a mistake the user must fix.
+    pub fn warrants_fallback(&self) -> bool {
+        let quota = |kind: &str| QUOTA_KINDS.contains(&kind);
+        match self {
+            Self::Status { status, kind, .. } => {
+                self.is_retriable() || *status == 402 || kind.as_deref().is_some_and(quota)
+            }
+            Self::Api { kind, .. } => self.is_retriable() || quota(kind),
+            // A stream cut off mid-answer is the provider failing, not the request.
+            Self::Connect { .. } | Self::Stream { .. } => true,
+            Self::Client { .. }
+            | Self::BadModelName { .. }
+            | Self::UnknownProvider { .. }
+            | Self::MissingKey { .. }
+            | Self::MissingApiBase { .. }
+            | Self::AllModelsFailed { .. } => false,
         }
     }
 
@@ -102,7 +137,8 @@ impl ProviderError {
             | Self::BadModelName { .. }
             | Self::UnknownProvider { .. }
             | Self::MissingKey { .. }
-            | Self::MissingApiBase { .. } => None,
+            | Self::MissingApiBase { .. }
+            | Self::AllModelsFailed { .. } => None,
         }
     }
 
@@ -116,7 +152,8 @@ impl ProviderError {
             | Self::BadModelName { .. }
             | Self::UnknownProvider { .. }
             | Self::MissingKey { .. }
-            | Self::MissingApiBase { .. } => {}
+            | Self::MissingApiBase { .. }
+            | Self::AllModelsFailed { .. } => {}
         }
     }
 }
@@ -132,7 +169,10 @@ pub(crate) fn status_hint(provider: &str, env_var: Option<&str>, status: u16) ->
         },
         404 => format!("Check the model name and providers.{provider}.apiBase"),
         400 | 413 | 422 => "The provider rejected the request".to_owned(),
-        429 => "Rate limited: wait a little, or check your plan's limits".to_owned(),
+        402 => "Out of credit: top up your account with the provider".to_owned(),
+        429 => {
+            "Rate limited or out of quota: wait a little, or check your plan's limits".to_owned()
+        }
         _ if status >= 500 => "The provider is having trouble: try again later".to_owned(),
         _ => "Unexpected answer from the provider".to_owned(),
     }

@@ -5,12 +5,14 @@
 //! block it belonged to, and re-attached to that block when the history is sent back.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use nanocrab_schema::{ContentBlock, Role, StopReason, ToolCall, Usage};
 use serde_json::{Map, Value, json};
 
 use crate::error::ProviderError;
-use crate::http::{StreamState, WireFormat};
+use crate::http::{ErrorInfo, StreamState, WireFormat};
+use crate::profile::ModelProfile;
 use crate::provider::{ChatRequest, ChatResponse, ProviderDelta};
 use crate::think::ThinkFilter;
 
@@ -72,7 +74,7 @@ impl WireFormat for Gemini {
             .unwrap_or_default()
     }
 
-    fn body(&self, request: &ChatRequest) -> Value {
+    fn body(&self, request: &ChatRequest, profile: &ModelProfile) -> Value {
         // functionResponse is matched by name, not id: find each call's name.
         let names: HashMap<&str, &str> = request
             .messages
@@ -100,6 +102,8 @@ impl WireFormat for Gemini {
                         }
                         | ContentBlock::RedactedThinking { .. } => continue,
                         ContentBlock::Text { text } => json!({"text": text}),
+                        ContentBlock::Image(image) => json!({"inlineData": {
+                            "mimeType": image.media_type, "data": image.data}}),
                         ContentBlock::ToolUse(call) => json!({"functionCall": {
                             "name": call.name,
                             "args": if call.input.is_object() { call.input.clone() } else { json!({}) },
@@ -128,7 +132,7 @@ impl WireFormat for Gemini {
             })
             .collect();
         let mut generation = json!({"maxOutputTokens": request.max_tokens});
-        if let Some(temperature) = request.temperature {
+        if let Some(temperature) = profile.temperature(request.temperature) {
             generation["temperature"] = json!(temperature);
         }
         let mut body = json!({"contents": contents, "generationConfig": generation});
@@ -156,10 +160,33 @@ impl WireFormat for Gemini {
         })
     }
 
-    fn error_message(&self, body: &Value) -> Option<String> {
+    fn whole_as_events(&self, body: Value) -> Vec<(String, String)> {
+        // A whole response has the shape of one stream chunk.
+        vec![("message".to_owned(), body.to_string())]
+    }
+
+    fn error_info(&self, body: &Value) -> ErrorInfo {
         // Error bodies come as an object, or as a one-element array of them.
-        let error = body.get("error").or_else(|| body.get(0)?.get("error"))?;
-        error["message"].as_str().map(str::to_owned)
+        let Some(error) = body
+            .get("error")
+            .or_else(|| body.get(0).and_then(|e| e.get("error")))
+        else {
+            return ErrorInfo::default();
+        };
+        // google.rpc.RetryInfo says when the quota allows the next call, e.g. "34.4s".
+        let retry_after = error["details"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|detail| detail["retryDelay"].as_str())
+            .find_map(|delay| delay.strip_suffix('s')?.parse::<f64>().ok())
+            .filter(|secs| secs.is_finite() && *secs >= 0.0)
+            .map(Duration::from_secs_f64);
+        ErrorInfo {
+            message: error["message"].as_str().map(str::to_owned),
+            kind: error["status"].as_str().map(str::to_owned),
+            retry_after,
+        }
     }
 }
 
@@ -204,10 +231,12 @@ impl GeminiStream {
             Some(ContentBlock::Thinking {
                 thinking,
                 signature: None,
+                ..
             }) => thinking.push_str(text),
             _ => self.content.push(ContentBlock::Thinking {
                 thinking: text.to_owned(),
                 signature: None,
+                origin: None,
             }),
         }
     }
@@ -254,10 +283,12 @@ impl StreamState for GeminiStream {
         }
         if let Some(usage) = chunk.get("usageMetadata") {
             let count = |name: &str| usage[name].as_u64().unwrap_or_default();
+            // The prompt count includes the cached tokens, which are billed apart.
+            let cached = count("cachedContentTokenCount").min(count("promptTokenCount"));
             self.usage = Usage {
-                input_tokens: count("promptTokenCount"),
+                input_tokens: count("promptTokenCount") - cached,
                 output_tokens: count("candidatesTokenCount") + count("thoughtsTokenCount"),
-                cache_read_tokens: count("cachedContentTokenCount"),
+                cache_read_tokens: cached,
                 cache_write_tokens: 0,
             };
         }
@@ -273,6 +304,7 @@ impl StreamState for GeminiStream {
                 self.content.push(ContentBlock::Thinking {
                     thinking: String::new(),
                     signature: Some(signature.to_owned()),
+                    origin: None,
                 });
             }
             if let Some(call) = part.get("functionCall") {
@@ -347,12 +379,9 @@ impl StreamState for GeminiStream {
     fn finish(
         mut self: Box<Self>,
         deltas: &mut Vec<ProviderDelta>,
-    ) -> Result<ChatResponse, ProviderError> {
+    ) -> Result<Option<ChatResponse>, ProviderError> {
         let Some(finish_reason) = self.finish_reason.take() else {
-            return Err(ProviderError::Stream {
-                provider: self.provider.clone(),
-                detail: "the stream ended without a finishReason".to_owned(),
-            });
+            return Ok(None);
         };
         let tail = self.think.flush(deltas);
         if !tail.is_empty() {
@@ -369,11 +398,11 @@ impl StreamState for GeminiStream {
             | "IMAGE_SAFETY" => return Err(self.blocked("the answer", &finish_reason)),
             _ => StopReason::Other(finish_reason),
         };
-        Ok(ChatResponse {
+        Ok(Some(ChatResponse {
             content: self.content,
             stop_reason,
             usage: self.usage,
             model: self.model,
-        })
+        }))
     }
 }

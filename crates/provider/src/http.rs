@@ -7,7 +7,10 @@ use futures::{Stream, StreamExt as _};
 use serde_json::Value;
 
 use crate::error::{ProviderError, redact, status_hint};
+use crate::prepare::prepare;
+use crate::profile::ModelProfile;
 use crate::provider::{ChatRequest, ChatResponse, DeltaSink, LlmProvider, ProviderDelta};
+use nanocrab_schema::ContentBlock;
 
 /// How hard to try before giving up on a retriable failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +59,8 @@ pub(crate) struct Endpoint {
     pub api_key_env: Option<&'static str>,
     pub extra_headers: Vec<(String, String)>,
     pub retry: RetryPolicy,
+    /// What the model accepts and the provider's quirks.
+    pub profile: ModelProfile,
 }
 
 // The key must never reach a log or an error message through Debug.
@@ -74,10 +79,26 @@ pub(crate) trait WireFormat: Send + Sync + 'static {
     /// Appended to the api base.
     fn path(&self, model: &str) -> String;
     fn auth_headers(&self, api_key: Option<&str>) -> Vec<(&'static str, String)>;
-    fn body(&self, request: &ChatRequest) -> Value;
+    /// The request body, for a request already fitted to the model by [`prepare`].
+    fn body(&self, request: &ChatRequest, profile: &ModelProfile) -> Value;
     fn new_stream(&self, provider: &str) -> Box<dyn StreamState>;
-    /// The provider's message from an error body.
-    fn error_message(&self, body: &Value) -> Option<String>;
+    /// A whole answer as the SSE events (name, data) its stream would have carried: some
+    /// compatible servers ignore `"stream": true` and send one JSON body, and it is then read
+    /// by the same code as a stream.
+    fn whole_as_events(&self, body: Value) -> Vec<(String, String)>;
+    /// What an error body says.
+    fn error_info(&self, body: &Value) -> ErrorInfo;
+}
+
+/// The useful parts of a provider's error body.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ErrorInfo {
+    pub message: Option<String>,
+    /// The provider's error type or code (`overloaded_error`, `insufficient_quota`,
+    /// `RESOURCE_EXHAUSTED`).
+    pub kind: Option<String>,
+    /// When the body itself says when to come back (Google's `RetryInfo.retryDelay`).
+    pub retry_after: Option<Duration>,
 }
 
 /// Reads one streamed response, event by event.
@@ -89,11 +110,12 @@ pub(crate) trait StreamState: Send {
         data: &str,
         deltas: &mut Vec<ProviderDelta>,
     ) -> Result<(), ProviderError>;
-    /// The whole response, once the stream ended.
+    /// The whole response once the stream ended, or `None` when it ended before the provider
+    /// said why it stopped (a connection cut mid-answer): never taken for a complete answer.
     fn finish(
         self: Box<Self>,
         deltas: &mut Vec<ProviderDelta>,
-    ) -> Result<ChatResponse, ProviderError>;
+    ) -> Result<Option<ChatResponse>, ProviderError>;
 }
 
 /// Feeds an SSE byte stream through a [`StreamState`]. Live responses and recorded fixtures
@@ -127,7 +149,10 @@ where
     for delta in deltas.drain(..) {
         on_delta(delta);
     }
-    Ok(response)
+    response.ok_or_else(|| ProviderError::Stream {
+        provider: provider.to_owned(),
+        detail: "the stream ended before the answer was complete (no stop reason)".to_owned(),
+    })
 }
 
 /// A provider over HTTP + SSE, generic over its wire format.
@@ -172,7 +197,11 @@ impl<W: WireFormat> HttpProvider<W> {
     ) -> Result<ChatResponse, ProviderError> {
         let endpoint = &self.endpoint;
         let url = format!("{}{}", endpoint.api_base, self.wire.path(&request.model));
-        let mut builder = self.client()?.post(&url).json(&self.wire.body(request));
+        let body = self.wire.body(
+            &prepare(request, &endpoint.profile, &endpoint.provider),
+            &endpoint.profile,
+        );
+        let mut builder = self.client()?.post(&url).json(&body);
         for (name, value) in self.wire.auth_headers(endpoint.api_key.as_deref()) {
             builder = builder.header(name, value);
         }
@@ -187,7 +216,7 @@ impl<W: WireFormat> HttpProvider<W> {
         })?;
         let status = response.status().as_u16();
         if !response.status().is_success() {
-            let retry_after = response
+            let header_retry_after = response
                 .headers()
                 .get("retry-after")
                 .and_then(|v| v.to_str().ok())
@@ -195,9 +224,11 @@ impl<W: WireFormat> HttpProvider<W> {
                 .filter(|secs| secs.is_finite() && *secs >= 0.0)
                 .map(Duration::from_secs_f64);
             let text = response.text().await.unwrap_or_default();
-            let message = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|body| self.wire.error_message(&body))
+            let info = serde_json::from_str::<Value>(&text)
+                .map(|body| self.wire.error_info(&body))
+                .unwrap_or_default();
+            let message = info
+                .message
                 .unwrap_or_else(|| text.chars().take(300).collect());
             return Err(ProviderError::Status {
                 provider: endpoint.provider.clone(),
@@ -206,18 +237,63 @@ impl<W: WireFormat> HttpProvider<W> {
                     message.trim().trim_end_matches('.'),
                     endpoint.api_key.as_deref(),
                 ),
+                kind: info.kind,
                 hint: status_hint(&endpoint.provider, endpoint.api_key_env, status),
                 attempts: 1,
-                retry_after,
+                retry_after: header_retry_after.or(info.retry_after),
             });
         }
-        read_stream(
-            &endpoint.provider,
-            response.bytes_stream(),
-            self.wire.new_stream(&endpoint.provider),
-            on_delta,
-        )
-        .await
+        let is_json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        let stream = self.wire.new_stream(&endpoint.provider);
+        let mut answer = if is_json {
+            let whole: Value = response.json().await.map_err(|err| ProviderError::Stream {
+                provider: endpoint.provider.clone(),
+                detail: format!("unreadable response body ({})", root_cause(&err)),
+            })?;
+            let framed: String = self
+                .wire
+                .whole_as_events(whole)
+                .into_iter()
+                .map(|(event, data)| format!("event: {event}\ndata: {data}\n\n"))
+                .collect();
+            let body = futures::stream::iter([Ok::<_, std::convert::Infallible>(
+                bytes::Bytes::from(framed),
+            )]);
+            read_stream(&endpoint.provider, body, stream, on_delta).await?
+        } else {
+            read_stream(
+                &endpoint.provider,
+                response.bytes_stream(),
+                stream,
+                on_delta,
+            )
+            .await?
+        };
+        // A signature is only valid for the provider that made it: remember whose it is.
+        for block in &mut answer.content {
+            match block {
+                ContentBlock::Thinking {
+                    signature: Some(_),
+                    origin,
+                    ..
+                }
+                | ContentBlock::RedactedThinking { origin, .. } => {
+                    *origin = Some(endpoint.provider.clone());
+                }
+                ContentBlock::Thinking {
+                    signature: None, ..
+                }
+                | ContentBlock::Text { .. }
+                | ContentBlock::Image(_)
+                | ContentBlock::ToolUse(_)
+                | ContentBlock::ToolResult(_) => {}
+            }
+        }
+        Ok(answer)
     }
 }
 

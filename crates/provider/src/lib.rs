@@ -1,21 +1,33 @@
 //! LLM providers: one trait, one adapter per wire protocol (Anthropic Messages, OpenAI Chat
-//! Completions for OpenAI and every compatible server, Gemini), a small registry of known providers,
-//! retries, and tolerant parsing of what comes back.
+//! Completions for OpenAI and every compatible server, OpenAI Responses, Gemini), a
+//! data-driven registry of known providers and their models' quirks, retries, failover, and
+//! tolerant parsing of what comes back.
 
 mod anthropic;
 mod error;
+mod failover;
 mod gemini;
 mod http;
 mod openai;
+mod prepare;
+mod profile;
 mod provider;
 mod registry;
+mod resolve;
+mod responses;
 mod think;
 
 pub use error::ProviderError;
+pub use failover::{Fallback, ModelChain};
 pub use http::RetryPolicy;
+pub use profile::{
+    MaxTokensField, ModelProfile, ModelRule, ProfilePatch, ReasoningEcho, Temperature,
+    ToolCallContent, ToolCallIds,
+};
 pub use provider::{ChatRequest, ChatResponse, DeltaSink, LlmProvider, ProviderDelta};
-pub use registry::{
-    PROVIDERS, Protocol, ProviderSpec, ResolvedModel, configured_providers, resolve_model, spec,
+pub use registry::{PROVIDERS, Protocol, ProviderSpec, detect, spec, spec_for_model};
+pub use resolve::{
+    ProviderStatus, Readiness, ResolvedModel, model_profile, provider_statuses, resolve_model,
     split_model,
 };
 
@@ -27,23 +39,60 @@ pub async fn replay_stream(
     chunks: Vec<bytes::Bytes>,
     on_delta: DeltaSink<'_>,
 ) -> Result<ChatResponse, ProviderError> {
-    use http::WireFormat as _;
     let stream = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::convert::Infallible>));
-    let state = match protocol {
-        Protocol::AnthropicMessages => anthropic::Anthropic.new_stream("anthropic"),
-        Protocol::OpenAiChat => openai::OpenAi.new_stream("openai"),
-        Protocol::Gemini => gemini::Gemini.new_stream("gemini"),
-    };
+    let state = wire(protocol).new_stream("replay");
     http::read_stream("replay", stream, state, on_delta).await
 }
 
-/// The JSON body an adapter sends for `request`. For snapshot tests of the wire payloads.
+/// Replays a recorded whole (non-streamed) response body through an adapter, exactly as a
+/// live JSON answer is read. For tests of recorded fixtures.
 #[doc(hidden)]
-pub fn request_body(protocol: Protocol, request: &ChatRequest) -> serde_json::Value {
-    use http::WireFormat as _;
+pub async fn replay_whole(
+    protocol: Protocol,
+    body: serde_json::Value,
+    on_delta: DeltaSink<'_>,
+) -> Result<ChatResponse, ProviderError> {
+    let wire = wire(protocol);
+    let framed: String = wire
+        .whole_as_events(body)
+        .into_iter()
+        .map(|(event, data)| format!("event: {event}\ndata: {data}\n\n"))
+        .collect();
+    replay_stream(protocol, vec![bytes::Bytes::from(framed)], on_delta).await
+}
+
+/// The JSON body an adapter sends for `request` to a model with `profile`, after the request
+/// was fitted to the model as a live call does. For snapshot tests of the wire payloads.
+#[doc(hidden)]
+pub fn request_body(
+    protocol: Protocol,
+    request: &ChatRequest,
+    profile: &ModelProfile,
+    provider: &str,
+) -> serde_json::Value {
+    wire(protocol).body(&prepare::prepare(request, profile, provider), profile)
+}
+
+/// The provider error an HTTP error answer becomes, for tests of recorded error bodies.
+#[doc(hidden)]
+pub fn error_from_body(protocol: Protocol, status: u16, body: &serde_json::Value) -> ProviderError {
+    let info = wire(protocol).error_info(body);
+    ProviderError::Status {
+        provider: "replay".to_owned(),
+        status,
+        message: info.message.unwrap_or_default(),
+        kind: info.kind,
+        hint: error::status_hint("replay", None, status),
+        attempts: 1,
+        retry_after: info.retry_after,
+    }
+}
+
+fn wire(protocol: Protocol) -> &'static dyn http::WireFormat {
     match protocol {
-        Protocol::AnthropicMessages => anthropic::Anthropic.body(request),
-        Protocol::OpenAiChat => openai::OpenAi.body(request),
-        Protocol::Gemini => gemini::Gemini.body(request),
+        Protocol::AnthropicMessages => &anthropic::Anthropic,
+        Protocol::OpenAiChat => &openai::OpenAi,
+        Protocol::OpenAiResponses => &responses::Responses,
+        Protocol::Gemini => &gemini::Gemini,
     }
 }

@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use nanocrab_schema::{ContentBlock, Role, StopReason, ToolCall, Usage};
+use nanocrab_schema::{ContentBlock, LlmMessage, Role, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
 
 use crate::error::ProviderError;
-use crate::http::{StreamState, WireFormat, parse_arguments};
+use crate::http::{ErrorInfo, StreamState, WireFormat, parse_arguments};
+use crate::profile::{MaxTokensField, ModelProfile, ReasoningEcho, ToolCallContent};
 use crate::provider::{ChatRequest, ChatResponse, ProviderDelta};
 use crate::think::ThinkFilter;
 
@@ -24,7 +25,7 @@ impl WireFormat for OpenAi {
             .unwrap_or_default()
     }
 
-    fn body(&self, request: &ChatRequest) -> Value {
+    fn body(&self, request: &ChatRequest, profile: &ModelProfile) -> Value {
         let mut messages = Vec::new();
         if !request.system.is_empty() {
             messages.push(json!({"role": "system", "content": request.system}));
@@ -39,43 +40,40 @@ impl WireFormat for OpenAi {
                                              "content": result.content}));
                     }
                     let text = message.text();
-                    if !text.is_empty() {
+                    if message.images().next().is_some() {
+                        let mut parts = Vec::new();
+                        if !text.is_empty() {
+                            parts.push(json!({"type": "text", "text": text}));
+                        }
+                        for image in message.images() {
+                            parts.push(json!({"type": "image_url", "image_url": {
+                                "url": format!("data:{};base64,{}", image.media_type, image.data)}}));
+                        }
+                        messages.push(json!({"role": "user", "content": parts}));
+                    } else if !text.is_empty() {
                         messages.push(json!({"role": "user", "content": text}));
                     }
                 }
-                Role::Assistant => {
-                    let text = message.text();
-                    let calls: Vec<Value> = message
-                        .tool_calls()
-                        .map(|call| {
-                            json!({"id": call.id, "type": "function", "function": {
-                            "name": call.name,
-                            "arguments": match &call.input {
-                                Value::String(raw) => raw.clone(),
-                                other => other.to_string(),
-                            }}})
-                        })
-                        .collect();
-                    let mut out = json!({"role": "assistant",
-                        "content": if text.is_empty() { Value::Null } else { Value::from(text) }});
-                    if !calls.is_empty() {
-                        out["tool_calls"] = Value::from(calls);
-                    } else if out["content"].is_null() {
-                        // Strict servers reject an assistant message with neither.
-                        out["content"] = Value::from("");
-                    }
-                    messages.push(out);
-                }
+                Role::Assistant => messages.push(assistant_message(message, profile)),
             }
+        }
+        if profile.prompt_caching {
+            mark_cacheable(&mut messages);
         }
         let mut body = json!({
             "model": request.model,
             "messages": messages,
-            "max_tokens": request.max_tokens,
             "stream": true,
-            "stream_options": {"include_usage": true},
         });
-        if let Some(temperature) = request.temperature {
+        let limit = match profile.max_tokens_field {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+        };
+        body[limit] = json!(request.max_tokens);
+        if profile.stream_usage {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        if let Some(temperature) = profile.temperature(request.temperature) {
             body["temperature"] = json!(temperature);
         }
         if !request.tools.is_empty() {
@@ -99,11 +97,116 @@ impl WireFormat for OpenAi {
         })
     }
 
-    fn error_message(&self, body: &Value) -> Option<String> {
-        body["error"]["message"]
+    fn whole_as_events(&self, mut body: Value) -> Vec<(String, String)> {
+        // A whole completion is one chunk whose `delta` is the complete message.
+        if let Some(choice) = body["choices"].get_mut(0) {
+            choice["delta"] = choice["message"].take();
+        }
+        vec![("message".to_owned(), body.to_string())]
+    }
+
+    fn error_info(&self, body: &Value) -> ErrorInfo {
+        openai_error_info(body)
+    }
+}
+
+/// An assistant message in Chat Completions form, with the provider's quirks: how a
+/// tool-only message's content is written, and whether reasoning goes back.
+fn assistant_message(message: &LlmMessage, profile: &ModelProfile) -> Value {
+    let reasoning: String = message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Thinking { thinking, .. } => Some(thinking.as_str()),
+            ContentBlock::Text { .. }
+            | ContentBlock::RedactedThinking { .. }
+            | ContentBlock::Image(_)
+            | ContentBlock::ToolUse(_)
+            | ContentBlock::ToolResult(_) => None,
+        })
+        .collect();
+    let mut text = message.text();
+    if profile.reasoning_echo == ReasoningEcho::ThinkTags && !reasoning.is_empty() {
+        text = format!("<think>{reasoning}</think>\n{text}");
+    }
+    let calls: Vec<Value> = message
+        .tool_calls()
+        .map(|call| {
+            json!({"id": call.id, "type": "function", "function": {
+            "name": call.name,
+            "arguments": match &call.input {
+                Value::String(raw) => raw.clone(),
+                other => other.to_string(),
+            }}})
+        })
+        .collect();
+    let content = match (text.is_empty(), profile.tool_call_content) {
+        (false, _) => Value::from(text),
+        (true, ToolCallContent::Null) if !calls.is_empty() => Value::Null,
+        (true, ToolCallContent::Null | ToolCallContent::EmptyString) => Value::from(""),
+    };
+    let mut out = json!({"role": "assistant", "content": content});
+    // DeepSeek and Kimi thinking models reject a tool-call message without its reasoning;
+    // an empty one is accepted when the calls came from another model.
+    if profile.reasoning_echo == ReasoningEcho::ReasoningContent
+        && (!reasoning.is_empty() || !calls.is_empty())
+    {
+        out["reasoning_content"] = Value::from(reasoning);
+    }
+    if !calls.is_empty() {
+        out["tool_calls"] = Value::from(calls);
+    }
+    out
+}
+
+/// Marks the system prompt and the newest message as cache breakpoints, in the content-part
+/// form OpenRouter passes on to Anthropic and Gemini models.
+fn mark_cacheable(messages: &mut [Value]) {
+    let system = messages.iter().position(|m| m["role"] == "system");
+    let last = messages
+        .iter()
+        .rposition(|m| m["role"] == "user" || m["role"] == "assistant");
+    for index in [system, last].into_iter().flatten() {
+        let message = &mut messages[index];
+        let parts = match message["content"].take() {
+            Value::String(text) if !text.is_empty() => vec![json!({"type": "text", "text": text})],
+            Value::Array(parts) => parts,
+            other => {
+                message["content"] = other;
+                continue;
+            }
+        };
+        let mut parts = parts;
+        if let Some(part) = parts.iter_mut().rev().find(|p| p["type"] == "text") {
+            part["cache_control"] = json!({"type": "ephemeral"});
+        }
+        message["content"] = Value::from(parts);
+    }
+}
+
+/// The error body of OpenAI and every compatible server; OpenRouter hides the upstream
+/// provider's own message in `metadata.raw`.
+pub(crate) fn openai_error_info(body: &Value) -> ErrorInfo {
+    let error = if body["error"].is_object() {
+        &body["error"]
+    } else {
+        body
+    };
+    let message =
+        error["message"]
             .as_str()
-            .or_else(|| body["message"].as_str())
-            .map(str::to_owned)
+            .map(|message| match error["metadata"]["raw"].as_str() {
+                Some(raw) if !raw.is_empty() => format!("{message}: {raw}"),
+                Some(_) | None => message.to_owned(),
+            });
+    let kind = error["code"]
+        .as_str()
+        .or_else(|| error["type"].as_str())
+        .map(str::to_owned);
+    ErrorInfo {
+        message,
+        kind,
+        retry_after: None,
     }
 }
 
@@ -121,6 +224,8 @@ struct OpenAiStream {
     text: String,
     reasoning: String,
     calls: BTreeMap<u64, PendingCall>,
+    /// OpenAI's `refusal`: the model declined, and this is its explanation.
+    refused: bool,
     finish_reason: Option<String>,
     usage: Usage,
     think: ThinkFilter,
@@ -157,12 +262,30 @@ impl StreamState for OpenAiStream {
         if let Some(model) = chunk["model"].as_str() {
             self.model = model.to_owned();
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage.input_tokens = usage["prompt_tokens"].as_u64().unwrap_or_default();
-            self.usage.output_tokens = usage["completion_tokens"].as_u64().unwrap_or_default();
-            self.usage.cache_read_tokens = usage["prompt_tokens_details"]["cached_tokens"]
-                .as_u64()
-                .unwrap_or_default();
+        // Groq repeats the usage under `x_groq`, and some of its streams carry it only there.
+        let usage = [&chunk["usage"], &chunk["x_groq"]["usage"]]
+            .into_iter()
+            .find(|u| u.is_object());
+        if let Some(usage) = usage {
+            let count = |value: &Value| value.as_u64().unwrap_or_default();
+            // Cached tokens are counted inside the prompt total (DeepSeek names them its own
+            // way); they are billed apart, so they are taken out of the input count.
+            let prompt = count(&usage["prompt_tokens"]);
+            let cached = [
+                &usage["prompt_tokens_details"]["cached_tokens"],
+                &usage["prompt_cache_hit_tokens"],
+            ]
+            .into_iter()
+            .map(count)
+            .max()
+            .unwrap_or_default()
+            .min(prompt);
+            self.usage = Usage {
+                input_tokens: prompt - cached,
+                output_tokens: count(&usage["completion_tokens"]),
+                cache_read_tokens: cached,
+                cache_write_tokens: count(&usage["prompt_tokens_details"]["cache_write_tokens"]),
+            };
         }
         let Some(choice) = chunk["choices"].get(0) else {
             return Ok(());
@@ -172,6 +295,13 @@ impl StreamState for OpenAiStream {
             if let Some(piece) = delta[field].as_str().filter(|p| !p.is_empty()) {
                 self.reasoning.push_str(piece);
                 deltas.push(ProviderDelta::Reasoning(piece.to_owned()));
+            }
+        }
+        if let Some(piece) = delta["refusal"].as_str() {
+            self.refused = true;
+            self.text.push_str(piece);
+            if !piece.is_empty() {
+                deltas.push(ProviderDelta::Text(piece.to_owned()));
             }
         }
         if let Some(piece) = delta["content"].as_str() {
@@ -209,12 +339,9 @@ impl StreamState for OpenAiStream {
     fn finish(
         mut self: Box<Self>,
         deltas: &mut Vec<ProviderDelta>,
-    ) -> Result<ChatResponse, ProviderError> {
+    ) -> Result<Option<ChatResponse>, ProviderError> {
         let Some(finish_reason) = self.finish_reason.take() else {
-            return Err(ProviderError::Stream {
-                provider: self.provider.clone(),
-                detail: "the stream ended without a finish_reason".to_owned(),
-            });
+            return Ok(None);
         };
         let tail = self.think.flush(deltas);
         self.text.push_str(&tail);
@@ -223,6 +350,7 @@ impl StreamState for OpenAiStream {
             content.push(ContentBlock::Thinking {
                 thinking: self.reasoning,
                 signature: None,
+                origin: None,
             });
         }
         if !self.text.is_empty() {
@@ -240,9 +368,10 @@ impl StreamState for OpenAiStream {
                 input: parse_arguments(&call.arguments),
             }));
         }
-        Ok(ChatResponse {
+        Ok(Some(ChatResponse {
             content,
             stop_reason: match finish_reason.as_str() {
+                _ if self.refused => StopReason::Refusal,
                 "stop" => StopReason::EndTurn,
                 "tool_calls" | "function_call" => StopReason::ToolUse,
                 "length" => StopReason::MaxTokens,
@@ -251,6 +380,6 @@ impl StreamState for OpenAiStream {
             },
             usage: self.usage,
             model: self.model,
-        })
+        }))
     }
 }

@@ -16,6 +16,7 @@ fn body(path: &str, protocol: Protocol) -> Vec<u8> {
             Protocol::AnthropicMessages => nanocrab_testkit::Protocol::Anthropic,
             Protocol::OpenAiChat => nanocrab_testkit::Protocol::OpenAiChat,
             Protocol::Gemini => nanocrab_testkit::Protocol::Gemini,
+            Protocol::OpenAiResponses => unreachable!(),
         };
         chunks_to_sse(framing, &String::from_utf8(bytes).unwrap()).into_bytes()
     } else {

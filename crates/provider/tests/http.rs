@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use nanocrab_config::{Config, ProviderConfig};
-use nanocrab_provider::{ChatRequest, Protocol, RetryPolicy, request_body, resolve_model};
+use nanocrab_provider::{
+    ChatRequest, ModelProfile, Protocol, RetryPolicy, request_body, resolve_model,
+};
 use nanocrab_schema::{ContentBlock, LlmMessage, Role, ToolCall, ToolDef, ToolResult};
 use nanocrab_testkit::{MockLlm, Reply};
 use pretty_assertions::assert_eq;
@@ -47,15 +49,29 @@ fn conversation() -> ChatRequest {
     }
 }
 
+fn profile(provider: &str, model: &str) -> ModelProfile {
+    nanocrab_provider::model_profile(provider, model, &Config::default())
+}
+
 #[test]
 fn request_bodies() {
     insta::assert_json_snapshot!(
         "anthropic_body",
-        request_body(Protocol::AnthropicMessages, &conversation())
+        request_body(
+            Protocol::AnthropicMessages,
+            &conversation(),
+            &profile("anthropic", "claude-sonnet-4-5"),
+            "anthropic"
+        )
     );
     insta::assert_json_snapshot!(
         "openai_body",
-        request_body(Protocol::OpenAiChat, &conversation())
+        request_body(
+            Protocol::OpenAiChat,
+            &conversation(),
+            &profile("openai", "gpt-4.1"),
+            "openai"
+        )
     );
     let mut gemini = conversation();
     // A signature Gemini attached to the call must go back on the same part.
@@ -64,9 +80,36 @@ fn request_bodies() {
         ContentBlock::Thinking {
             thinking: String::new(),
             signature: Some("sig-1".into()),
+            origin: Some("gemini".into()),
         },
     );
-    insta::assert_json_snapshot!("gemini_body", request_body(Protocol::Gemini, &gemini));
+    insta::assert_json_snapshot!(
+        "gemini_body",
+        request_body(
+            Protocol::Gemini,
+            &gemini,
+            &profile("gemini", "gemini-2.5-flash"),
+            "gemini"
+        )
+    );
+    let mut responses = conversation();
+    responses.messages[1].content.insert(
+        0,
+        ContentBlock::Thinking {
+            thinking: "The user wants a listing.".into(),
+            signature: Some("gAAAA-encrypted".into()),
+            origin: Some("openai".into()),
+        },
+    );
+    insta::assert_json_snapshot!(
+        "responses_body",
+        request_body(
+            Protocol::OpenAiResponses,
+            &responses,
+            &profile("openai", "gpt-5-codex"),
+            "openai"
+        )
+    );
 }
 
 fn config(provider: &str, base: String) -> Config {

@@ -26,8 +26,14 @@ pub enum AgentEvent {
     },
     /// The model is called again after tool results: a new response begins.
     NewResponse { iteration: u32 },
-    /// Tokens used by one model call.
+    /// Tokens used by one model call; `model` is the `provider/model` that answered.
     Usage { model: String, usage: Usage },
+    /// `from` failed with `reason` (after its own retries); the call is repeated with `to`.
+    ModelFallback {
+        from: String,
+        to: String,
+        reason: String,
+    },
     /// The run finished with this final answer.
     Done { text: String },
     /// The run failed; `message` is safe to show the user.

@@ -14,7 +14,7 @@ mod usage;
 
 pub use event::AgentEvent;
 pub use ids::{RunId, StepId, TaskId, TraceId};
-pub use message::{ContentBlock, LlmMessage, Role, StopReason};
+pub use message::{ContentBlock, Image, LlmMessage, Role, StopReason};
 pub use session_key::{SessionKey, SessionKeyError};
 pub use tool::{ToolCall, ToolDef, ToolResult};
 pub use usage::Usage;

@@ -26,13 +26,42 @@ pub enum ContentBlock {
         thinking: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
+        /// The provider that signed it: a signature goes back only to the provider that made
+        /// it (another one rejects it), e.g. after a failover. `None`: unknown, sent as is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        origin: Option<String>,
     },
-    /// Reasoning the provider encrypted; only ever echoed back.
+    /// Reasoning the provider encrypted; only ever echoed back, and only to `origin`.
     RedactedThinking {
         data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        origin: Option<String>,
     },
+    Image(Image),
     ToolUse(ToolCall),
     ToolResult(ToolResult),
+}
+
+/// An image the user sent. In memory the bytes are inline (`data`, base64); a transcript keeps
+/// them in a file beside it instead (`file`), so a photo does not bloat every line read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// Base64 (standard alphabet, padded).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub data: String,
+    /// Where the bytes are kept, relative to the sessions directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+impl Image {
+    /// The decoded size in bytes of the inline data.
+    pub fn byte_len(&self) -> usize {
+        let padding = self.data.bytes().rev().take_while(|b| *b == b'=').count();
+        (self.data.len() / 4 * 3).saturating_sub(padding)
+    }
 }
 
 impl ContentBlock {
@@ -86,6 +115,13 @@ impl LlmMessage {
             _ => None,
         })
     }
+
+    pub fn images(&self) -> impl Iterator<Item = &Image> {
+        self.content.iter().filter_map(|block| match block {
+            ContentBlock::Image(image) => Some(image),
+            _ => None,
+        })
+    }
 }
 
 /// Why the model stopped producing output.
@@ -99,7 +135,7 @@ pub enum StopReason {
     /// Cut off by the output-token limit: the answer is truncated.
     MaxTokens,
     StopSequence,
-    /// The model declined to answer.
+    /// The model declined to answer; any text is its explanation.
     Refusal,
     /// A reason this version does not know, kept verbatim.
     Other(String),

@@ -1,14 +1,27 @@
 use serde::{Deserialize, Serialize};
 
-/// Token counts of one model call (or a sum of several).
+/// Token counts of one model call (or a sum of several), normalised across providers so that
+/// the four counts never overlap and each has its own price: OpenAI and Gemini count cached
+/// tokens inside the prompt total, Anthropic apart from it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Prompt tokens billed at the full input rate: neither read from nor written to a cache.
     pub input_tokens: u64,
+    /// Answer tokens, reasoning included.
     pub output_tokens: u64,
+    /// Prompt tokens served from the provider's prompt cache.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_read_tokens: u64,
+    /// Prompt tokens written to the provider's prompt cache.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// Every prompt token, whatever its rate.
+    pub fn prompt_tokens(&self) -> u64 {
+        self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -1,26 +1,35 @@
 use std::io::{IsTerminal as _, Write as _};
-use std::sync::Arc;
 
 use anyhow::Context as _;
-use nanocrab_core::{Agent, AgentSettings, ContextBuilder};
+use base64::Engine as _;
+use nanocrab_core::{Agent, AgentSettings, ContextBuilder, UserInput};
 use nanocrab_memory::SessionStore;
-use nanocrab_provider::RetryPolicy;
-use nanocrab_schema::{AgentEvent, SessionKey};
+use nanocrab_provider::{ModelChain, RetryPolicy};
+use nanocrab_schema::{AgentEvent, Image, SessionKey};
 
 use super::Env;
 use crate::cli::AgentArgs;
 
 pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
     let key = SessionKey::parse(&args.session).context("invalid --session")?;
+    let images = args
+        .images
+        .iter()
+        .map(|path| read_image(path))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if !images.is_empty() && args.message.is_none() {
+        anyhow::bail!("--image needs a message: nanocrab agent -m \"what is this?\" --image PATH");
+    }
     let agent = build_agent(env, args.model.as_deref())?;
     // One thread is plenty for one conversation, and starts faster than a thread pool.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     match args.message {
-        Some(message) => {
+        Some(text) => {
             let mut printer = EventPrinter::new(std::io::stdout().is_terminal());
-            runtime.block_on(agent.run_turn(&key, &message, &mut |event| printer.print(event)))?;
+            let input = UserInput { text, images };
+            runtime.block_on(agent.run_turn(&key, input, &mut |event| printer.print(event)))?;
             Ok(())
         }
         None => repl(env, &runtime, &agent, &key),
@@ -33,15 +42,25 @@ fn build_agent(env: &Env, model_flag: Option<&str>) -> anyhow::Result<Agent> {
     let workspace = env.workspace(&config);
     std::fs::create_dir_all(&workspace)
         .with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
-    let model = model_flag.unwrap_or(&config.agents.defaults.model);
-    let resolved =
-        nanocrab_provider::resolve_model(model, &config, &Env::var, RetryPolicy::default())?;
+    let defaults = &config.agents.defaults;
+    let resolve = |model: &str, source: &str| {
+        nanocrab_provider::resolve_model(model, &config, &Env::var, RetryPolicy::default())
+            .with_context(|| format!("{source} ({})", env.config_path.display()))
+    };
+    let primary = match model_flag {
+        Some(model) => resolve(model, "--model")?,
+        None => resolve(&defaults.model, "agents.defaults.model")?,
+    };
+    let fallbacks = defaults
+        .fallback_models
+        .iter()
+        .enumerate()
+        .map(|(i, model)| resolve(model, &format!("agents.defaults.fallbackModels.{i}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let tools =
         nanocrab_tools::builtin_registry(&config.tools, &workspace, env.user_home.as_deref())?;
-    let defaults = &config.agents.defaults;
     Ok(Agent::new(
-        Arc::clone(&resolved.provider),
-        resolved.model,
+        ModelChain::new(primary, fallbacks),
         tools,
         SessionStore::new(env.paths.sessions_dir()),
         ContextBuilder::new(workspace),
@@ -148,6 +167,13 @@ impl EventPrinter {
                 eprintln!("  {mark} {name}: {}", truncate_chars(first, 160));
             }
             AgentEvent::NewResponse { .. } => self.end_line(&mut out),
+            AgentEvent::ModelFallback { from, to, reason } => {
+                self.end_line(&mut out);
+                eprintln!(
+                    "  ↻ {from} failed ({}); trying {to}",
+                    truncate_chars(&reason, 160)
+                );
+            }
             AgentEvent::Done { text } => {
                 if self.stream {
                     self.end_line(&mut out);
@@ -167,6 +193,43 @@ impl EventPrinter {
             self.at_line_start = true;
         }
     }
+}
+
+/// The largest image accepted; providers' own limits are lower still (Anthropic: 5 MB).
+const MAX_IMAGE_BYTES: u64 = 20 * 1024 * 1024;
+
+fn read_image(path: &std::path::Path) -> anyhow::Result<Image> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let media_type = match ext.as_deref() {
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("gif") => "image/gif",
+        Some("webp") => "image/webp",
+        Some(_) | None => anyhow::bail!(
+            "--image {}: not a PNG, JPEG, GIF or WebP file (by its extension)",
+            path.display()
+        ),
+    };
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("--image {}", path.display()))?
+        .len();
+    if size > MAX_IMAGE_BYTES {
+        anyhow::bail!(
+            "--image {}: {} MB is too large (at most {} MB)",
+            path.display(),
+            size / (1024 * 1024),
+            MAX_IMAGE_BYTES / (1024 * 1024)
+        );
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("--image {}", path.display()))?;
+    Ok(Image {
+        media_type: media_type.to_owned(),
+        data: base64::engine::general_purpose::STANDARD.encode(bytes),
+        file: None,
+    })
 }
 
 fn truncate_chars(text: &str, max: usize) -> String {

@@ -53,6 +53,15 @@ pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
                         ContentBlock::RedactedThinking { .. } => {
                             println!("[{time}] {who} (redacted thinking)")
                         }
+                        ContentBlock::Image(image) => println!(
+                            "[{time}] {who} (image {}): {}",
+                            image.media_type,
+                            image
+                                .file
+                                .as_ref()
+                                .map(|file| store.dir().join(file).display().to_string())
+                                .unwrap_or_else(|| "inline".to_owned())
+                        ),
                         ContentBlock::ToolUse(call) => {
                             println!(
                                 "[{time}] {who} → {} {} [{}]",
@@ -72,8 +81,15 @@ pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
                     }
                 }
                 if let (Some(model), Some(usage)) = (&entry.model, &entry.usage) {
+                    let mut cache = String::new();
+                    if usage.cache_read_tokens > 0 {
+                        cache.push_str(&format!(", {} cache read", usage.cache_read_tokens));
+                    }
+                    if usage.cache_write_tokens > 0 {
+                        cache.push_str(&format!(", {} cache write", usage.cache_write_tokens));
+                    }
                     println!(
-                        "           ({model}: {} in, {} out)",
+                        "           ({model}: {} in, {} out{cache})",
                         usage.input_tokens, usage.output_tokens
                     );
                 }

@@ -1,4 +1,4 @@
-use nanocrab_provider::{Protocol, ProviderSpec};
+use nanocrab_provider::{ProviderStatus, Readiness};
 
 use super::Env;
 
@@ -18,10 +18,16 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         if workspace.is_dir() { "" } else { " (missing)" }
     );
     println!("model      {}", config.agents.defaults.model);
+    if !config.agents.defaults.fallback_models.is_empty() {
+        println!(
+            "fallbacks  {}",
+            config.agents.defaults.fallback_models.join(", ")
+        );
+    }
     println!("sessions   {}", env.paths.sessions_dir().display());
     println!("providers");
-    for (spec, ready) in nanocrab_provider::configured_providers(config, &Env::var) {
-        println!("  {:<11} {}", spec.name, readiness(spec, ready));
+    for status in nanocrab_provider::provider_statuses(config, &Env::var) {
+        println!("  {:<11} {}", status.name, readiness(&status));
     }
     Ok(())
 }
@@ -30,30 +36,34 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
 pub fn providers(env: &Env) -> anyhow::Result<()> {
     let loaded = env.load_config()?;
     println!(
-        "{:<11} {:<18} {:<44} {:<20} state",
-        "provider", "protocol", "default apiBase", "key variable"
+        "{:<11} {:<20} {:<52} {:<18} state",
+        "provider", "protocol", "apiBase", "key variable"
     );
-    for (spec, ready) in nanocrab_provider::configured_providers(&loaded.config, &Env::var) {
-        let protocol = match spec.protocol {
-            Protocol::AnthropicMessages => "anthropic-messages",
-            Protocol::OpenAiChat => "openai-chat",
-            Protocol::Gemini => "gemini",
-        };
+    for status in nanocrab_provider::provider_statuses(&loaded.config, &Env::var) {
         println!(
-            "{:<11} {protocol:<18} {:<44} {:<20} {}",
-            spec.name,
-            spec.default_api_base.unwrap_or("(set apiBase)"),
-            spec.api_key_env.unwrap_or("-"),
-            readiness(spec, ready)
+            "{:<11} {:<20} {:<52} {:<18} {}",
+            status.name,
+            status.protocol.name(),
+            status.api_base.as_deref().unwrap_or("(set apiBase)"),
+            status.spec.api_key_env.unwrap_or("-"),
+            readiness(&status)
         );
     }
     Ok(())
 }
 
-fn readiness(spec: &ProviderSpec, ready: bool) -> String {
-    match (ready, spec.api_key_env) {
-        (true, _) => "configured".to_owned(),
-        (false, Some(var)) => format!("no key: set {var} or providers.{}.apiKey", spec.name),
-        (false, None) => format!("needs providers.{}.apiBase", spec.name),
+fn readiness(status: &ProviderStatus) -> String {
+    let name = &status.name;
+    let mut text = match (&status.readiness, status.spec.api_key_env) {
+        (Readiness::Ready, _) => "configured".to_owned(),
+        (Readiness::NoKey, Some(var)) => format!("no key: set {var} or providers.{name}.apiKey"),
+        (Readiness::NoKey, None) => format!("no key: set providers.{name}.apiKey"),
+        (Readiness::NoEndpoint, _) => format!("needs providers.{name}.apiBase"),
+    };
+    if let Some(other) = status.key_looks_like {
+        text.push_str(&format!(
+            " (warning: providers.{name}.apiKey looks like a {other} key)"
+        ));
     }
+    text
 }
