@@ -238,7 +238,7 @@ pub struct ProviderStatus {
     pub api_base: Option<String>,
     pub readiness: Readiness,
     /// The configured key looks like another provider's (`sk-or-` under `openai`).
-    pub key_looks_like: Option<&'static str>,
+    pub key_looks_like: Option<&'static ProviderSpec>,
 }
 
 /// Every known provider, then every provider name the user added, with whether it can be used
@@ -280,8 +280,7 @@ pub fn provider_statuses(
             let key_looks_like = configured
                 .and_then(|p| p.api_key.as_deref())
                 .and_then(|key| detect(Some(key), None))
-                .map(|s| s.name)
-                .filter(|detected| known && *detected != name);
+                .filter(|detected| known && detected.name != name);
             ProviderStatus {
                 name: name.to_owned(),
                 spec: spec_used,
@@ -416,6 +415,6 @@ mod tests {
             .into_iter()
             .find(|s| s.name == "anthropic")
             .unwrap();
-        assert_eq!(anthropic.key_looks_like, Some("openrouter"));
+        assert_eq!(anthropic.key_looks_like.map(|s| s.name), Some("openrouter"));
     }
 }

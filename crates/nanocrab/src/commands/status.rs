@@ -55,6 +55,9 @@ pub fn providers(env: &Env) -> anyhow::Result<()> {
 fn readiness(status: &ProviderStatus) -> String {
     let name = &status.name;
     let mut text = match (&status.readiness, status.spec.api_key_env) {
+        (Readiness::Ready, _) if status.spec.local && status.spec.name == name.as_str() => {
+            "ready (local server, no key needed)".to_owned()
+        }
         (Readiness::Ready, _) => "configured".to_owned(),
         (Readiness::NoKey, Some(var)) => format!("no key: set {var} or providers.{name}.apiKey"),
         (Readiness::NoKey, None) => format!("no key: set providers.{name}.apiKey"),
@@ -62,7 +65,8 @@ fn readiness(status: &ProviderStatus) -> String {
     };
     if let Some(other) = status.key_looks_like {
         text.push_str(&format!(
-            " (warning: providers.{name}.apiKey looks like a {other} key)"
+            " (warning: this key looks like one of {}'s: did you mean providers.{}?)",
+            other.display_name, other.name
         ));
     }
     text

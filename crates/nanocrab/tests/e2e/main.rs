@@ -8,5 +8,6 @@ mod gemini;
 mod onboard;
 mod policy_denials;
 mod provider_failures;
+mod providers;
 mod sessions;
 mod tool_loop;
