@@ -85,10 +85,11 @@ fn fit_block(
 }
 
 /// What a model that cannot see images gets instead of one, so that it can tell the user.
+/// It starts on a paragraph of its own: some wires join a message's text blocks.
 fn image_note(image: &Image, provider: &str, model: &str) -> String {
     let kib = image.byte_len().div_ceil(1024);
     format!(
-        "[The user sent an image ({}, {kib} KB) that was not passed on: {provider}/{model} does not accept images. Tell the user so. If the model does accept images, the user can set providers.{provider}.models.{model}.vision to true in config.json.]",
+        "\n\n[The user sent an image ({}, {kib} KB) that was not passed on: {provider}/{model} does not accept images. Tell the user so. If the model does accept images, the user can set providers.{provider}.models.{model}.vision to true in config.json.]",
         image.media_type
     )
 }
@@ -268,7 +269,7 @@ mod tests {
         assert_eq!(
             prepared.messages[0].content[1],
             ContentBlock::text(
-                "[The user sent an image (image/png, 1 KB) that was not passed on: ollama/m does not accept images. Tell the user so. If the model does accept images, the user can set providers.ollama.models.m.vision to true in config.json.]"
+                "\n\n[The user sent an image (image/png, 1 KB) that was not passed on: ollama/m does not accept images. Tell the user so. If the model does accept images, the user can set providers.ollama.models.m.vision to true in config.json.]"
             )
         );
         assert!(prepared.tools.is_empty());

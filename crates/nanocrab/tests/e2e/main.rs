@@ -5,6 +5,7 @@ mod harness;
 
 mod config_errors;
 mod gemini;
+mod images;
 mod onboard;
 mod policy_denials;
 mod provider_failures;

@@ -90,3 +90,97 @@ fn an_unreachable_server_is_a_clear_error() {
     assert!(!output.status.success());
     assert!(stderr.contains("127.0.0.1:9"), "{stderr}");
 }
+
+/// Both providers point at the same mock: OpenAI first, Anthropic as the fallback.
+fn with_fallback(home: &Home) {
+    home.write_config(json!({
+        "version": 1,
+        "agents": {"defaults": {
+            "model": "openai/gpt-4.1",
+            "fallbackModels": ["anthropic/claude-sonnet-4-5"],
+            "workspace": home.workspace(),
+        }},
+        "providers": {
+            "openai": {"apiKey": crate::harness::SECRET_KEY, "apiBase": home.mock.openai_base()},
+            "anthropic": {"apiKey": crate::harness::SECRET_KEY, "apiBase": home.mock.anthropic_base()},
+        },
+    }));
+}
+
+#[test]
+fn an_exhausted_quota_falls_back_at_once_and_the_answering_model_is_recorded() {
+    let home = Home::new(Wire::OpenAi);
+    with_fallback(&home);
+    // OpenAI's real "insufficient_quota" body: a 429 that waiting does not cure.
+    home.mock.push(Reply::fixture(
+        "providers/openai/error-429-insufficient-quota.json",
+    ));
+    home.mock.push(Reply::text("Answered by the fallback."));
+
+    let output = home
+        .nanocrab()
+        .args(["agent", "-m", "hello"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(stdout, "Answered by the fallback.\n");
+    assert!(
+        stderr
+            .contains("↻ openai/gpt-4.1 failed (openai: HTTP 429: You exceeded your current quota"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("trying anthropic/claude-sonnet-4-5"),
+        "{stderr}"
+    );
+    let paths: Vec<String> = home.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, vec!["/v1/chat/completions", "/v1/messages"]);
+    let transcript =
+        std::fs::read_to_string(home.home().join("sessions/cli:default.jsonl")).unwrap();
+    assert!(
+        transcript.contains(r#""model":"anthropic/claude-sonnet-4-5""#),
+        "{transcript}"
+    );
+}
+
+#[test]
+fn a_rejected_request_is_reported_not_hidden_by_the_fallback() {
+    let home = Home::new(Wire::OpenAi);
+    with_fallback(&home);
+    home.mock.push(Reply::fixture(
+        "providers/openai/chat/error-400-unsupported-parameter.json",
+    ));
+
+    let output = home
+        .nanocrab()
+        .args(["agent", "-m", "hello"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("openai: HTTP 400: Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead"),
+        "{stderr}"
+    );
+    assert_eq!(home.requests().len(), 1);
+}
+
+#[test]
+fn a_server_that_ignores_stream_and_answers_with_json_is_understood() {
+    let home = Home::new(Wire::Anthropic);
+    home.mock
+        .push(Reply::fixture("providers/anthropic/text.json"));
+    assert_eq!(
+        home.ask("how are you?"),
+        "Hello! I'm doing well, thanks for asking. How are you doing today? Is there anything I can help you with?\n"
+    );
+    let home = Home::new(Wire::OpenAi);
+    home.mock
+        .push(Reply::fixture("providers/openai/chat/refusal.json"));
+    assert_eq!(
+        home.ask("do something bad"),
+        "I'm very sorry, but I can't assist with that.\n"
+    );
+}
