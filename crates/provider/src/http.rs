@@ -90,6 +90,14 @@ pub(crate) trait WireFormat: Send + Sync + 'static {
     fn error_info(&self, body: &Value) -> ErrorInfo;
 }
 
+/// `Authorization: Bearer <key>`, as OpenAI and every compatible server take it; nothing for
+/// a local server without a key.
+pub(crate) fn bearer(api_key: Option<&str>) -> Vec<(&'static str, String)> {
+    api_key
+        .map(|key| vec![("authorization", format!("Bearer {key}"))])
+        .unwrap_or_default()
+}
+
 /// The useful parts of a provider's error body.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ErrorInfo {

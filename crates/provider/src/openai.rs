@@ -7,7 +7,7 @@ use nanocrab_schema::{ContentBlock, LlmMessage, Role, StopReason, ToolCall, Usag
 use serde_json::{Value, json};
 
 use crate::error::ProviderError;
-use crate::http::{ErrorInfo, StreamState, WireFormat, parse_arguments};
+use crate::http::{ErrorInfo, StreamState, WireFormat, bearer, parse_arguments};
 use crate::profile::{MaxTokensField, ModelProfile, ReasoningEcho, ToolCallContent};
 use crate::provider::{ChatRequest, ChatResponse, ProviderDelta};
 use crate::think::ThinkFilter;
@@ -20,9 +20,7 @@ impl WireFormat for OpenAi {
     }
 
     fn auth_headers(&self, api_key: Option<&str>) -> Vec<(&'static str, String)> {
-        api_key
-            .map(|key| vec![("authorization", format!("Bearer {key}"))])
-            .unwrap_or_default()
+        bearer(api_key)
     }
 
     fn body(&self, request: &ChatRequest, profile: &ModelProfile) -> Value {

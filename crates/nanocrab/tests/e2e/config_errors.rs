@@ -3,18 +3,14 @@ use serde_json::json;
 use crate::harness::{Home, Wire};
 
 fn failure(home: &Home) -> String {
-    let output = home
-        .nanocrab()
-        .args(["agent", "-m", "hello"])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
+    let run = home.agent("hello", &[]);
+    assert!(!run.success);
     assert_eq!(
         home.requests().len(),
         0,
         "a bad config never reaches the model"
     );
-    String::from_utf8(output.stderr).unwrap()
+    run.stderr
 }
 
 #[test]
@@ -70,18 +66,13 @@ fn env_placeholders_are_resolved_but_never_written_back() {
     home.write_config(config);
     home.mock.push(nanocrab_testkit::Reply::text("hi"));
 
-    let output = home
-        .nanocrab()
-        .env("MY_KEY", "sk-from-env")
-        .args(["agent", "-m", "hello"])
-        .output()
-        .unwrap();
-
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let run = home.run(
+        home.nanocrab()
+            .env("MY_KEY", "sk-from-env")
+            .args(["agent", "-m", "hello"]),
     );
+
+    assert!(run.success, "{}", run.stderr);
     let request = &home.requests()[0];
     assert_eq!(
         request.headers.get("x-api-key").map(String::as_str),

@@ -44,14 +44,10 @@ fn a_bad_gemini_key_fails_cleanly() {
     let home = Home::new(Wire::Gemini);
     home.mock.push(Reply::unauthorized());
 
-    let output = home
-        .nanocrab()
-        .args(["agent", "-m", "hello"])
-        .output()
-        .unwrap();
+    let run = home.agent("hello", &[]);
 
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(!output.status.success());
+    let stderr = run.stderr;
+    assert!(!run.success);
     assert_no_secret(&stderr);
     assert!(
         stderr.contains("gemini: HTTP 400: API key not valid"),
@@ -100,13 +96,9 @@ fn a_prompt_blocked_by_gemini_safety_filters_is_a_clear_error_and_not_retried() 
     home.mock
         .push(Reply::fixture("providers/gemini/stream-prompt-blocked.sse"));
 
-    let output = home
-        .nanocrab()
-        .args(["agent", "-m", "something hateful"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(!output.status.success());
+    let run = home.agent("something hateful", &[]);
+    let stderr = run.stderr;
+    assert!(!run.success);
     assert!(
         stderr.contains(
             "gemini: blocked: the prompt was blocked by Gemini's safety filters (SAFETY); rephrase the request"

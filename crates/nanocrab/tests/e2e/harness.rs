@@ -98,27 +98,51 @@ impl Home {
         cmd
     }
 
+    /// Runs `cmd` to the end and checks that nothing it printed contains the key.
+    pub fn run(&self, cmd: &mut assert_cmd::Command) -> Run {
+        let output = cmd.output().unwrap();
+        let run = Run {
+            success: output.status.success(),
+            stdout: String::from_utf8(output.stdout).unwrap(),
+            stderr: String::from_utf8(output.stderr).unwrap(),
+        };
+        assert_no_secret(&run.stdout);
+        assert_no_secret(&run.stderr);
+        run
+    }
+
+    /// Runs `agent -m message` with `args` after it, whether it succeeds or not.
+    pub fn agent(&self, message: &str, args: &[&str]) -> Run {
+        self.run(self.nanocrab().args(["agent", "-m", message]).args(args))
+    }
+
     /// Runs `agent -m message`, asserting success; returns stdout.
     pub fn ask(&self, message: &str) -> String {
-        let output = self
-            .nanocrab()
-            .args(["agent", "-m", message])
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8(output.stdout).unwrap();
-        let stderr = String::from_utf8(output.stderr).unwrap();
+        let run = self.agent(message, &[]);
         assert!(
-            output.status.success(),
-            "agent failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+            run.success,
+            "agent failed\nstdout:\n{}\nstderr:\n{}",
+            run.stdout, run.stderr
         );
-        assert_no_secret(&stdout);
-        assert_no_secret(&stderr);
-        stdout
+        run.stdout
+    }
+
+    /// The default CLI session's transcript, as stored.
+    pub fn transcript(&self) -> String {
+        std::fs::read_to_string(self.home().join("sessions/cli:default.jsonl")).unwrap()
     }
 
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.mock.requests()
     }
+}
+
+/// What one run of the binary printed.
+#[derive(Debug)]
+pub struct Run {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 pub fn assert_no_secret(text: &str) {

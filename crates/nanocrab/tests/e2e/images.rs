@@ -15,15 +15,14 @@ const PNG_BASE64: &str = "iVBORw0KGgpub3QtcmVhbGx5LXBpeGVscw==";
 fn ask_with_image(home: &Home, message: &str) -> String {
     let image = home.workspace().join("photo.png");
     std::fs::write(&image, PNG).unwrap();
-    let output = home
-        .nanocrab()
-        .args(["agent", "-m", message, "--image"])
-        .arg(&image)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(output.status.success(), "{stderr}");
-    String::from_utf8(output.stdout).unwrap()
+    let run = home.run(
+        home.nanocrab()
+            .args(["agent", "-m", message, "--image"])
+            .arg(&image),
+    );
+    let stderr = run.stderr;
+    assert!(run.success, "{stderr}");
+    run.stdout
 }
 
 #[test]
@@ -49,7 +48,7 @@ fn an_image_reaches_a_vision_model_and_is_sent_again_from_its_file_next_turn() {
 
     // The transcript keeps a reference; the bytes live once under sessions/media/.
     let sessions = home.home().join("sessions");
-    let transcript = std::fs::read_to_string(sessions.join("cli:default.jsonl")).unwrap();
+    let transcript = home.transcript();
     assert!(!transcript.contains(PNG_BASE64), "{transcript}");
     let media: Vec<_> = std::fs::read_dir(sessions.join("media"))
         .unwrap()
@@ -106,14 +105,13 @@ fn a_file_that_is_not_an_image_is_refused_before_the_model_is_called() {
     let home = Home::new(Wire::Anthropic);
     let notes = home.workspace().join("notes.txt");
     std::fs::write(&notes, "text").unwrap();
-    let output = home
-        .nanocrab()
-        .args(["agent", "-m", "look", "--image"])
-        .arg(&notes)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8(output.stderr).unwrap();
+    let run = home.run(
+        home.nanocrab()
+            .args(["agent", "-m", "look", "--image"])
+            .arg(&notes),
+    );
+    assert!(!run.success);
+    let stderr = run.stderr;
     assert!(
         stderr.contains("notes.txt: not a PNG, JPEG, GIF or WebP file"),
         "{stderr}"

@@ -52,9 +52,9 @@ fn onboard_writes_config_and_templates_and_never_overwrites() {
 #[test]
 fn config_schema_is_printed() {
     let home = Home::new(Wire::Anthropic);
-    let output = home.nanocrab().args(["config", "schema"]).output().unwrap();
-    assert!(output.status.success());
-    let schema: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let run = home.run(home.nanocrab().args(["config", "schema"]));
+    assert!(run.success);
+    let schema: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     let text = schema.to_string();
     for key in [
         "maxToolIterations",
@@ -69,13 +69,9 @@ fn config_schema_is_printed() {
 #[test]
 fn status_shows_config_workspace_model_and_providers() {
     let home = Home::new(Wire::Anthropic);
-    let output = home.nanocrab().arg("status").output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8(output.stdout).unwrap();
+    let run = home.run(home.nanocrab().arg("status"));
+    assert!(run.success, "{}", run.stderr);
+    let stdout = run.stdout;
     crate::harness::assert_no_secret(&stdout);
     for needle in [
         home.config_path().display().to_string(),
@@ -89,18 +85,13 @@ fn status_shows_config_workspace_model_and_providers() {
 #[test]
 fn providers_list_shows_every_provider_and_its_state() {
     let home = Home::new(Wire::OpenAi);
-    let output = home
-        .nanocrab()
-        .env("GEMINI_API_KEY", "g-key")
-        .args(["providers", "list"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let run = home.run(
+        home.nanocrab()
+            .env("GEMINI_API_KEY", "g-key")
+            .args(["providers", "list"]),
     );
-    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(run.success, "{}", run.stderr);
+    let stdout = run.stdout;
     crate::harness::assert_no_secret(&stdout);
     assert!(!stdout.contains("g-key"));
     let state = |name: &str| {

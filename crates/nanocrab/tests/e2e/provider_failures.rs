@@ -9,15 +9,11 @@ fn unauthorized_fails_cleanly_without_printing_the_key() {
         let home = Home::new(wire);
         home.mock.push(Reply::unauthorized());
 
-        let output = home
-            .nanocrab()
-            .args(["agent", "-m", "hello"])
-            .output()
-            .unwrap();
+        let run = home.agent("hello", &[]);
 
-        let stdout = String::from_utf8(output.stdout).unwrap();
-        let stderr = String::from_utf8(output.stderr).unwrap();
-        assert!(!output.status.success(), "{wire:?}");
+        let stdout = run.stdout;
+        let stderr = run.stderr;
+        assert!(!run.success, "{wire:?}");
         assert_no_secret(&stdout);
         assert_no_secret(&stderr);
         assert!(stderr.contains("401"), "{wire:?}: {stderr}");
@@ -59,14 +55,10 @@ fn no_provider_configured_says_how_to_configure_one() {
     let home = Home::new(Wire::Anthropic);
     home.write_config(json!({"version": 1}));
 
-    let output = home
-        .nanocrab()
-        .args(["agent", "-m", "hello"])
-        .output()
-        .unwrap();
+    let run = home.agent("hello", &[]);
 
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(!output.status.success());
+    let stderr = run.stderr;
+    assert!(!run.success);
     for hint in ["ANTHROPIC_API_KEY", "onboard", "apiBase"] {
         assert!(stderr.contains(hint), "missing {hint}: {stderr}");
     }
@@ -80,14 +72,10 @@ fn an_unreachable_server_is_a_clear_error() {
     config["providers"]["openai"]["apiBase"] = json!("http://127.0.0.1:9/v1");
     home.write_config(config);
 
-    let output = home
-        .nanocrab()
-        .args(["agent", "-m", "hello"])
-        .output()
-        .unwrap();
+    let run = home.agent("hello", &[]);
 
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(!output.status.success());
+    let stderr = run.stderr;
+    assert!(!run.success);
     assert!(stderr.contains("127.0.0.1:9"), "{stderr}");
 }
 
@@ -117,14 +105,10 @@ fn an_exhausted_quota_falls_back_at_once_and_the_answering_model_is_recorded() {
     ));
     home.mock.push(Reply::text("Answered by the fallback."));
 
-    let output = home
-        .nanocrab()
-        .args(["agent", "-m", "hello"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(output.status.success(), "{stderr}");
+    let run = home.agent("hello", &[]);
+    let stdout = run.stdout;
+    let stderr = run.stderr;
+    assert!(run.success, "{stderr}");
     assert_eq!(stdout, "Answered by the fallback.\n");
     assert!(
         stderr
@@ -137,8 +121,7 @@ fn an_exhausted_quota_falls_back_at_once_and_the_answering_model_is_recorded() {
     );
     let paths: Vec<String> = home.requests().into_iter().map(|r| r.path).collect();
     assert_eq!(paths, vec!["/v1/chat/completions", "/v1/messages"]);
-    let transcript =
-        std::fs::read_to_string(home.home().join("sessions/cli:default.jsonl")).unwrap();
+    let transcript = home.transcript();
     assert!(
         transcript.contains(r#""model":"anthropic/claude-sonnet-4-5""#),
         "{transcript}"
@@ -153,13 +136,9 @@ fn a_rejected_request_is_reported_not_hidden_by_the_fallback() {
         "providers/openai/chat/error-400-unsupported-parameter.json",
     ));
 
-    let output = home
-        .nanocrab()
-        .args(["agent", "-m", "hello"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(!output.status.success());
+    let run = home.agent("hello", &[]);
+    let stderr = run.stderr;
+    assert!(!run.success);
     assert!(
         stderr.contains("openai: HTTP 400: Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead"),
         "{stderr}"

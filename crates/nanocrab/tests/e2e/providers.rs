@@ -7,7 +7,7 @@ use nanocrab_testkit::{MockLlm, Part, RecordedRequest, Reply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::harness::{Home, SECRET_KEY, Wire, assert_no_secret};
+use crate::harness::{Home, SECRET_KEY, Wire};
 
 /// Where the provider's SDKs put the API version: in the base URL (`/v1`) or in the path.
 #[derive(Clone, Copy)]
@@ -59,19 +59,9 @@ fn round_trip(
     if let Key::Env(var) = key {
         cmd.env(var, SECRET_KEY);
     }
-    let output = cmd
-        .args(["agent", "-m", "make a todo list"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(
-        output.status.success(),
-        "{provider}/{model} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    assert_no_secret(&stdout);
-    assert_no_secret(&stderr);
-    assert_eq!(stdout, "Done.\n", "{provider}");
+    let run = home.run(cmd.args(["agent", "-m", "make a todo list"]));
+    assert!(run.success, "{provider}/{model} failed: {run:?}");
+    assert_eq!(run.stdout, "Done.\n", "{provider}");
     assert_eq!(
         std::fs::read_to_string(home.workspace().join("todo.md")).unwrap(),
         "- [ ] milk\n",
@@ -406,8 +396,7 @@ fn a_bare_model_name_finds_its_provider() {
     home.mock.push(Reply::text("Hello."));
     assert_eq!(home.ask("hello"), "Hello.\n");
     assert_eq!(home.requests()[0].body["model"], "gpt-4.1-mini");
-    let transcript =
-        std::fs::read_to_string(home.home().join("sessions/cli:default.jsonl")).unwrap();
+    let transcript = home.transcript();
     assert!(
         transcript.contains(r#""model":"openai/gpt-4.1-mini""#),
         "{transcript}"
@@ -424,14 +413,13 @@ fn providers_list_shows_every_provider_and_warns_about_a_misplaced_key() {
             "myproxy": {"apiBase": "http://10.1.2.3:4000/v1"},
         },
     }));
-    let output = home
-        .nanocrab()
-        .env("GROQ_API_KEY", "gsk_x")
-        .args(["providers", "list"])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let stdout = String::from_utf8(output.stdout).unwrap();
+    let run = home.run(
+        home.nanocrab()
+            .env("GROQ_API_KEY", "gsk_x")
+            .args(["providers", "list"]),
+    );
+    assert!(run.success);
+    let stdout = run.stdout;
     assert!(!stdout.contains("sk-or-v1-0123456789"), "{stdout}");
     insta::assert_snapshot!(stdout);
 }

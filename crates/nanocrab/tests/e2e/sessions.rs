@@ -71,11 +71,7 @@ fn sessions_list_show_and_reset() {
 #[test]
 fn showing_an_unknown_session_is_an_error() {
     let home = Home::new(Wire::Anthropic);
-    let output = home
-        .nanocrab()
-        .args(["sessions", "show", "cli:nope"])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("cli:nope"));
+    let run = home.run(home.nanocrab().args(["sessions", "show", "cli:nope"]));
+    assert!(!run.success);
+    assert!(run.stderr.contains("cli:nope"));
 }

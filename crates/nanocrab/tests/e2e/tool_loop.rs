@@ -171,11 +171,7 @@ fn a_repeated_identical_tool_call_is_stopped() {
     }
     home.mock.push(Reply::text("giving up"));
 
-    let output = home
-        .nanocrab()
-        .args(["agent", "-m", "read it"])
-        .output()
-        .unwrap();
+    let run = home.agent("read it", &[]);
 
     let requests = home.requests();
     assert!(
@@ -189,7 +185,7 @@ fn a_repeated_identical_tool_call_is_stopped() {
             .iter()
             .any(|(_, text, is_error)| *is_error && text.contains("repeat")),
         "the model was told it repeats itself: {last_results:?}\n{}",
-        String::from_utf8_lossy(&output.stdout)
+        run.stdout
     );
 }
 
