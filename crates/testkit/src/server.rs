@@ -37,9 +37,10 @@ struct Script {
     requests: Mutex<Vec<RecordedRequest>>,
 }
 
-/// A mock LLM on 127.0.0.1 speaking Anthropic Messages (`POST /v1/messages`) and OpenAI Chat
-/// Completions (`POST /v1/chat/completions`). Clones share the same server; it stops when the
-/// last clone is dropped.
+/// A mock LLM on 127.0.0.1 speaking Anthropic Messages (`POST /v1/messages`), OpenAI Chat
+/// Completions (`POST /v1/chat/completions`) and Gemini
+/// (`POST /v1beta/models/{model}:generateContent` or `:streamGenerateContent`).
+/// Clones share the same server; it stops when the last clone is dropped.
 #[derive(Clone)]
 pub struct MockLlm {
     addr: SocketAddr,
