@@ -1,6 +1,6 @@
 //! Scripted replies: what the mock answers to one request, independent of the wire format.
-//! `anthropic.rs`, `openai_chat.rs` and `gemini.rs` turn a reply into each provider's real
-//! bytes.
+//! `anthropic.rs`, `openai_chat.rs`, `openai_responses.rs` and `gemini.rs` turn a reply into
+//! each provider's real bytes.
 
 use std::time::Duration;
 
@@ -9,13 +9,14 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use serde_json::Value;
 
 use crate::fixtures::{Protocol, chunks_to_sse, fixture_bytes};
-use crate::{anthropic, gemini, openai_chat};
+use crate::{anthropic, gemini, openai_chat, openai_responses};
 
 /// One piece of an assistant answer, in the order the model produces it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Part {
     /// Reasoning: an Anthropic `thinking` block; `reasoning_content` on OpenAI Chat endpoints
-    /// (DeepSeek's field); a `thought: true` part on Gemini.
+    /// (DeepSeek's field); a `reasoning` item with the text as its summary on the Responses API;
+    /// a `thought: true` part on Gemini.
     Thinking(String),
     Text(String),
     /// A tool call whose arguments are sent exactly as `raw_arguments` (may be broken JSON).
@@ -28,8 +29,9 @@ pub enum Part {
 
 /// The errors the mock can answer with, each in the envelope of the endpoint hit:
 /// Anthropic `{"type":"error","error":{"type","message"},"request_id"}` (as in
-/// `anthropic/error-400-invalid-request.json`), OpenAI `{"error":{"message","type","param","code"}}`
-/// (as in `openai/error-429-insufficient-quota.json`), Gemini `{"error":{"code","message","status"}}`.
+/// `anthropic/error-400-invalid-request.json`), OpenAI Chat and Responses
+/// `{"error":{"message","type","param","code"}}` (as in `openai/error-429-insufficient-quota.json`),
+/// Gemini `{"error":{"code","message","status"}}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApiError {
     /// 400 `invalid_request_error`: never retried.
@@ -60,8 +62,8 @@ enum Body {
 }
 
 /// What the mock answers to one request. The same reply is rendered as Anthropic Messages,
-/// OpenAI Chat Completions or Gemini depending on the endpoint hit, as SSE when the request
-/// asks for a stream and as one JSON body otherwise.
+/// OpenAI Chat Completions, the OpenAI Responses API or Gemini depending on the endpoint hit,
+/// as SSE when the request asks for a stream and as one JSON body otherwise.
 #[derive(Debug, Clone)]
 pub struct Reply {
     body: Body,
@@ -76,8 +78,8 @@ pub struct Reply {
 /// How an answer ends, which each endpoint spells its own way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stop {
-    /// The model finished: `end_turn` / `stop` / `STOP`, or the tool-call reason when the
-    /// answer calls a tool.
+    /// The model finished: `end_turn` / `stop` / `STOP` / `completed`, or the tool-call reason
+    /// when the answer calls a tool.
     Done,
     /// Cut by the output token limit.
     MaxTokens,
@@ -111,6 +113,8 @@ pub(crate) enum Endpoint {
     AnthropicMessages,
     /// `POST /v1/chat/completions`
     OpenAiChat,
+    /// `POST /v1/responses`
+    OpenAiResponses,
     /// `POST /v1beta/models/{model}:generateContent` or `:streamGenerateContent?alt=sse`: the
     /// model and whether to stream come from the path, not the body.
     Gemini,
@@ -142,7 +146,9 @@ impl Reply {
 
     /// `text` cut off by the output token limit: Anthropic `stop_reason: "max_tokens"`, OpenAI
     /// Chat `finish_reason: "length"` (`chat/stream-length-truncated.sse`), Gemini
-    /// `finishReason: "MAX_TOKENS"` (`gemini/max-tokens.json`).
+    /// `finishReason: "MAX_TOKENS"` (`gemini/max-tokens.json`), Responses `status: "incomplete"`
+    /// with `incomplete_details.reason: "max_output_tokens"`, the message item `incomplete` and
+    /// a final `response.incomplete` event.
     pub fn truncated(text: impl Into<String>) -> Self {
         Self {
             stop: Stop::MaxTokens,
@@ -153,8 +159,9 @@ impl Reply {
     /// The model declines with `text`: Anthropic a text block and `stop_reason: "refusal"`;
     /// OpenAI Chat `content: null` and the text in `refusal` (`delta.refusal` pieces when
     /// streamed, as in `chat/stream-refusal.sse`; `message.refusal` as in `chat/refusal.json`),
-    /// `finish_reason: "stop"`; Gemini `finishReason: "SAFETY"` with empty content and no text
-    /// at all, as in `gemini/safety-blocked-candidate.json`.
+    /// `finish_reason: "stop"`; Responses a `refusal` content part (`response.refusal.delta` /
+    /// `.done`); Gemini `finishReason: "SAFETY"` with empty content and no text at all, as in
+    /// `gemini/safety-blocked-candidate.json`.
     pub fn refusal(text: impl Into<String>) -> Self {
         Self {
             stop: Stop::Refusal,
@@ -258,9 +265,12 @@ impl Reply {
     /// A 200 stream that sends `text` and then fails: Anthropic's `event: error` with the
     /// `overloaded_error` body quoted in the fixtures README; on OpenAI Chat an `event: error`
     /// carrying an `{"error":{..}}` object, as Groq sends
-    /// (`openai-compatible/groq-stream-tool-use-failed-error.sse`); on Gemini an
-    /// `{"error":{..}}` chunk. None ends the stream properly (no `message_stop`, no `[DONE]`, no
-    /// finish reason). A non-stream request gets the overloaded HTTP error instead.
+    /// (`openai-compatible/groq-stream-tool-use-failed-error.sse`); on the Responses API a
+    /// `type: "error"` event and then `response.failed`, as in
+    /// `responses/stream-error-insufficient-quota.chunks.txt`; on Gemini an `{"error":{..}}`
+    /// chunk. None ends the stream properly (no `message_stop`, no `[DONE]`, no
+    /// `response.completed`, no finish reason). A non-stream request gets the overloaded HTTP
+    /// error instead.
     pub fn stream_error_after(text: impl Into<String>) -> Self {
         Self {
             body: Body::StreamError(vec![Part::Text(text.into())]),
@@ -320,10 +330,11 @@ impl Reply {
     /// Prompt-cache figures reported besides the uncached input of [`Reply::with_usage`]:
     /// Anthropic `cache_read_input_tokens` = `read` and `cache_creation_input_tokens` = `write`
     /// beside `input_tokens`; OpenAI Chat `prompt_tokens_details.cached_tokens` = `read` with
-    /// `read` counted inside `prompt_tokens`; Gemini `cachedContentTokenCount` inside
-    /// `promptTokenCount`. `write` is Anthropic-only: the other APIs cache implicitly and report
-    /// no such figure. OpenAI Chat and Gemini leave the cached figure out when `read` is 0, as
-    /// the recorded streams do.
+    /// `read` counted inside `prompt_tokens`; Responses `input_tokens_details.cached_tokens`
+    /// inside `input_tokens`; Gemini `cachedContentTokenCount` inside `promptTokenCount`.
+    /// `write` is Anthropic-only: the other APIs cache implicitly and report no such figure.
+    /// OpenAI Chat and Gemini leave the cached figure out when `read` is 0, as the recorded
+    /// streams do; Responses always carries it.
     pub fn with_cache_usage(mut self, read: u64, write: u64) -> Self {
         self.usage.cache_read = read;
         self.usage.cache_write = write;
@@ -367,6 +378,12 @@ impl Reply {
             (Body::StreamError(parts), Endpoint::OpenAiChat) if stream => {
                 sse(openai_chat::stream(parts, model, None, stop, true))
             }
+            (Body::Answer(parts), Endpoint::OpenAiResponses) if stream => {
+                sse(openai_responses::stream(parts, request, usage, stop, false))
+            }
+            (Body::StreamError(parts), Endpoint::OpenAiResponses) if stream => {
+                sse(openai_responses::stream(parts, request, usage, stop, true))
+            }
             (Body::Answer(parts), Endpoint::Gemini) if stream => {
                 sse(gemini::stream(parts, model, usage, stop, false))
             }
@@ -384,9 +401,16 @@ impl Reply {
                 StatusCode::OK,
                 &openai_chat::completion(parts, model, usage, stop),
             ),
+            (Body::Answer(parts), Endpoint::OpenAiResponses) => json(
+                StatusCode::OK,
+                &openai_responses::response(parts, request, usage, stop),
+            ),
             (
                 Body::StreamError(_),
-                Endpoint::AnthropicMessages | Endpoint::OpenAiChat | Endpoint::Gemini,
+                Endpoint::AnthropicMessages
+                | Endpoint::OpenAiChat
+                | Endpoint::OpenAiResponses
+                | Endpoint::Gemini,
             ) => error(ApiError::Overloaded, endpoint),
             (Body::Error(api_error), _) => error(*api_error, endpoint),
             (Body::Status { status, body }, _) => json(*status, body),
@@ -426,7 +450,8 @@ fn json(status: StatusCode, body: &Value) -> Rendered {
 fn error(api_error: ApiError, endpoint: Endpoint) -> Rendered {
     let (status, body) = match endpoint {
         Endpoint::AnthropicMessages => anthropic::error(api_error),
-        Endpoint::OpenAiChat => openai_chat::error(api_error),
+        // The Responses API shares Chat Completions' error envelope and statuses.
+        Endpoint::OpenAiChat | Endpoint::OpenAiResponses => openai_chat::error(api_error),
         Endpoint::Gemini => gemini::error(api_error),
     };
     let status = StatusCode::from_u16(status).expect("error statuses are valid");
@@ -446,6 +471,7 @@ fn fixture(path: &str, endpoint: Endpoint) -> Rendered {
         let protocol = match endpoint {
             Endpoint::AnthropicMessages => Protocol::Anthropic,
             Endpoint::OpenAiChat => Protocol::OpenAiChat,
+            Endpoint::OpenAiResponses => Protocol::OpenAiResponses,
             Endpoint::Gemini => Protocol::Gemini,
         };
         let text = String::from_utf8(bytes)

@@ -16,20 +16,22 @@ use serde_json::{Value, json};
 enum Wire {
     Anthropic,
     OpenAi,
+    Responses,
     Gemini,
 }
 
 impl Wire {
-    const ALL: [Wire; 3] = [Wire::Anthropic, Wire::OpenAi, Wire::Gemini];
+    const ALL: [Wire; 4] = [Wire::Anthropic, Wire::OpenAi, Wire::Responses, Wire::Gemini];
     /// The wires whose streams carry a tool call's id and its arguments byte for byte, which
     /// `assemble` checks; Gemini has no call ids and sends arguments as parsed JSON.
-    const CALL_IDS: [Wire; 2] = [Wire::Anthropic, Wire::OpenAi];
+    const CALL_IDS: [Wire; 3] = [Wire::Anthropic, Wire::OpenAi, Wire::Responses];
 
     /// Gemini names the streaming mode in the path; the others in the body.
     fn url(self, mock: &MockLlm, stream: bool) -> String {
         match self {
             Wire::Anthropic => format!("{}/v1/messages", mock.anthropic_base()),
             Wire::OpenAi => format!("{}/chat/completions", mock.openai_base()),
+            Wire::Responses => format!("{}/responses", mock.openai_base()),
             Wire::Gemini if stream => format!(
                 "{}/v1beta/models/m:streamGenerateContent?alt=sse",
                 mock.anthropic_base()
@@ -42,11 +44,13 @@ impl Wire {
         match self {
             Wire::Anthropic => "anthropic",
             Wire::OpenAi => "openai",
+            Wire::Responses => "responses",
             Wire::Gemini => "gemini",
         }
     }
 
-    /// A request as the adapters send it.
+    /// A request as the adapters send it; the Responses one is stateless and asks for the
+    /// encrypted reasoning back.
     fn request(self, stream: bool) -> Value {
         match self {
             Wire::Anthropic => json!({"model": "m", "stream": stream, "max_tokens": 64,
@@ -54,6 +58,9 @@ impl Wire {
             Wire::OpenAi => json!({"model": "m", "stream": stream,
                                    "stream_options": {"include_usage": true},
                                    "messages": [{"role": "user", "content": "hi"}]}),
+            Wire::Responses => json!({"model": "m", "stream": stream, "store": false,
+                                      "include": ["reasoning.encrypted_content"],
+                                      "input": [{"role": "user", "content": "hi"}]}),
             Wire::Gemini => json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}),
         }
     }
@@ -190,6 +197,35 @@ fn assemble(wire: Wire, body: &str) -> (String, Vec<(String, String, String)>) {
                 }
             }
         }
+        Wire::Responses => {
+            for (number, (name, data)) in events.iter().enumerate() {
+                let data: Value = serde_json::from_str(data).unwrap();
+                assert_eq!(name.as_deref(), data["type"].as_str(), "event name = type");
+                assert_eq!(data["sequence_number"], number, "sequence numbers count up");
+                match data["type"].as_str().unwrap() {
+                    "response.output_text.delta" => text.push_str(data["delta"].as_str().unwrap()),
+                    "response.output_item.added" if data["item"]["type"] == "function_call" => {
+                        let item = &data["item"];
+                        calls.push((
+                            item["call_id"].as_str().unwrap().into(),
+                            item["name"].as_str().unwrap().into(),
+                            String::new(),
+                        ));
+                    }
+                    "response.function_call_arguments.delta" => calls
+                        .last_mut()
+                        .unwrap()
+                        .2
+                        .push_str(data["delta"].as_str().unwrap()),
+                    _ => {}
+                }
+            }
+            assert_eq!(events[0].0.as_deref(), Some("response.created"));
+            assert_eq!(
+                events.last().unwrap().0.as_deref(),
+                Some("response.completed")
+            );
+        }
         Wire::Gemini => panic!("Gemini streams carry no call ids: see Wire::CALL_IDS"),
     }
     (text, calls)
@@ -282,9 +318,20 @@ async fn a_stream_can_fail_midway() {
                 assert_eq!(names.last().unwrap(), &Some("error"), "{wire:?}");
                 assert!(data.contains("overloaded"), "{wire:?}: {data}");
             }
+            Wire::Responses => {
+                assert_eq!(
+                    names[names.len() - 2..],
+                    [Some("error"), Some("response.failed")]
+                );
+            }
             Wire::Gemini => assert!(data.starts_with(r#"{"error":"#), "{data}"),
         }
-        for end in ["message_stop", "[DONE]", "finishReason"] {
+        for end in [
+            "message_stop",
+            "[DONE]",
+            "response.completed",
+            "finishReason",
+        ] {
             assert!(!answer.body.contains(end), "{wire:?} ends properly: {end}");
         }
         insta::assert_snapshot!(format!("stream_error_after_{}", wire.name()), answer.body);
@@ -302,6 +349,47 @@ async fn openai_usage_chunk_only_when_asked_for() {
     .await;
     assert!(!answer.body.contains("usage"), "{}", answer.body);
     assert!(answer.body.ends_with("data: [DONE]\n\n"));
+}
+
+#[tokio::test]
+async fn responses_reasoning_is_encrypted_only_when_asked_for() {
+    let reply = Reply::thinking("The user greets me.", "Hi!");
+    let mock = MockLlm::start().await;
+    let mut bodies = String::new();
+    for stream in [true, false] {
+        mock.push(reply.clone());
+        let mut request = Wire::Responses.request(stream);
+        request.as_object_mut().unwrap().remove("include");
+        let answer = post(&Wire::Responses.url(&mock, stream), &request).await;
+        assert_eq!(answer.status, 200);
+        assert!(
+            !answer.body.contains("encrypted_content"),
+            "{}",
+            answer.body
+        );
+        bodies.push_str(&answer.body);
+        bodies.push('\n');
+    }
+    insta::assert_snapshot!("responses_reasoning_not_included", bodies);
+
+    // Asked for, it is the same on every item carrying it: added, done and the final output.
+    let answer = ask(Wire::Responses, reply, true).await;
+    let encrypted: Vec<Value> = events(&answer.body)
+        .into_iter()
+        .map(|(_, data)| serde_json::from_str::<Value>(&data).unwrap())
+        .flat_map(|data| {
+            let items = match data["type"].as_str().unwrap() {
+                "response.completed" => data["response"]["output"].as_array().unwrap().clone(),
+                _ => vec![data["item"].clone()],
+            };
+            items
+                .into_iter()
+                .map(|item| item["encrypted_content"].clone())
+        })
+        .filter(|content| !content.is_null())
+        .collect();
+    assert_eq!(encrypted.len(), 3, "{}", answer.body);
+    assert!(encrypted.iter().all(|content| content == &encrypted[0]));
 }
 
 #[tokio::test]
@@ -433,8 +521,8 @@ async fn every_request_is_recorded_even_when_answered_with_an_error() {
     assert_eq!(not_json.status().as_u16(), 404);
     assert_eq!(
         not_json.text().await.unwrap(),
-        "mock LLM: no endpoint POST /v1/models (POST /v1/messages, /v1/chat/completions or \
-         /v1beta/models/MODEL:streamGenerateContent)"
+        "mock LLM: no endpoint POST /v1/models (POST /v1/messages, /v1/chat/completions, \
+         /v1/responses or /v1beta/models/MODEL:streamGenerateContent)"
     );
     let empty = post(&Wire::OpenAi.url(&mock, true), &json!({})).await;
     assert_eq!(
@@ -509,6 +597,7 @@ fn replayable() -> Vec<(Wire, String)> {
         (Wire::Anthropic, "providers/anthropic"),
         (Wire::OpenAi, "providers/openai/chat"),
         (Wire::OpenAi, "providers/openai-compatible"),
+        (Wire::Responses, "providers/openai/responses"),
         (Wire::Gemini, "providers/gemini"),
     ] {
         for path in replay_list(dir) {
@@ -531,6 +620,21 @@ async fn fixtures_replay_unchanged_whole_and_in_awkward_pieces() {
         .filter(|(_, path)| !path.ends_with(".chunks.txt"))
         .collect();
     assert!(fixtures.len() > 20, "{fixtures:?}");
+    let responses: Vec<_> = replayable()
+        .into_iter()
+        .filter(|(wire, _)| matches!(wire, Wire::Responses))
+        .map(|(_, path)| path)
+        .collect();
+    assert_eq!(
+        responses,
+        [
+            "providers/openai/responses/stream-error-insufficient-quota.chunks.txt",
+            "providers/openai/responses/stream-function-call.sse",
+            "providers/openai/responses/stream-reasoning-encrypted.chunks.txt",
+            "providers/openai/responses/stream-text.sse",
+        ],
+        "all four recorded Responses streams are replayed"
+    );
     for (wire, path) in fixtures {
         let expected = fixture_bytes(&path);
         let stream = path.ends_with(".sse");
@@ -576,13 +680,14 @@ async fn chunk_fixtures_are_framed_for_the_endpoint_hit() {
         let protocol = match wire {
             Wire::Anthropic => Protocol::Anthropic,
             Wire::OpenAi => Protocol::OpenAiChat,
+            Wire::Responses => Protocol::OpenAiResponses,
             Wire::Gemini => Protocol::Gemini,
         };
         assert_eq!(answer.body, chunks_to_sse(protocol, &chunks), "{path}");
         let lines: Vec<&str> = chunks.lines().filter(|l| !l.trim().is_empty()).collect();
         let events = events(&answer.body);
         match wire {
-            Wire::Anthropic => {
+            Wire::Anthropic | Wire::Responses => {
                 assert_eq!(events.len(), lines.len(), "{path}");
                 for ((name, data), line) in events.iter().zip(&lines) {
                     let kind = serde_json::from_str::<Value>(line).unwrap()["type"].clone();
@@ -617,6 +722,14 @@ fn chunks_to_sse_follows_the_readme_rules() {
     assert_eq!(
         chunks_to_sse(Protocol::OpenAiChat, "{\"a\":1}\n"),
         "data: {\"a\":1}\n\ndata: [DONE]\n\n"
+    );
+    assert_eq!(
+        chunks_to_sse(
+            Protocol::OpenAiResponses,
+            "{\"type\":\"response.created\"}\n{\"type\":\"error\"}"
+        ),
+        "event: response.created\ndata: {\"type\":\"response.created\"}\n\n\
+         event: error\ndata: {\"type\":\"error\"}\n\n"
     );
     let gemini = "providers/gemini/stream-tool-call.chunks.txt";
     let chunks = String::from_utf8(fixture_bytes(gemini)).unwrap();
