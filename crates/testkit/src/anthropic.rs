@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::reply::{ApiError, Part, Usage, has_tool_call, pieces};
+use crate::reply::{ApiError, Part, Stop, Usage, has_tool_call, pieces};
 
 const MESSAGE_ID: &str = "msg_mock";
 const SIGNATURE: &str = "sig_mock";
@@ -15,22 +15,33 @@ fn event(data: &Value) -> String {
     format!("event: {kind}\ndata: {data}\n\n")
 }
 
-fn stop_reason(parts: &[Part]) -> &'static str {
-    if has_tool_call(parts) {
-        "tool_use"
-    } else {
-        "end_turn"
+fn stop_reason(parts: &[Part], stop: Stop) -> &'static str {
+    match stop {
+        Stop::Done if has_tool_call(parts) => "tool_use",
+        Stop::Done => "end_turn",
+        Stop::MaxTokens => "max_tokens",
+        Stop::Refusal => "refusal",
     }
+}
+
+/// `input_tokens` is the uncached part only; cache reads and writes are counted beside it.
+fn usage_json(usage: Usage, output_tokens: u64) -> Value {
+    json!({"input_tokens": usage.input, "cache_creation_input_tokens": usage.cache_write,
+           "cache_read_input_tokens": usage.cache_read, "output_tokens": output_tokens})
 }
 
 /// The SSE events of a streamed answer. With `fail`, the blocks are followed by an
 /// `overloaded_error` event and the stream stops there.
-pub(crate) fn stream(parts: &[Part], model: &str, usage: Usage, fail: bool) -> Vec<String> {
+pub(crate) fn stream(
+    parts: &[Part],
+    model: &str,
+    usage: Usage,
+    stop: Stop,
+    fail: bool,
+) -> Vec<String> {
     let mut events = vec![event(&json!({"type": "message_start", "message": {
         "model": model, "id": MESSAGE_ID, "type": "message", "role": "assistant", "content": [],
-        "stop_reason": null, "stop_sequence": null,
-        "usage": {"input_tokens": usage.input, "cache_creation_input_tokens": 0,
-                  "cache_read_input_tokens": 0, "output_tokens": 1}}}))];
+        "stop_reason": null, "stop_sequence": null, "usage": usage_json(usage, 1)}}))];
     for (index, part) in parts.iter().enumerate() {
         let (block, deltas): (Value, Vec<Value>) = match part {
             Part::Thinking(thinking) => (
@@ -83,7 +94,7 @@ pub(crate) fn stream(parts: &[Part], model: &str, usage: Usage, fail: bool) -> V
         return events;
     }
     events.push(event(&json!({"type": "message_delta",
-        "delta": {"stop_reason": stop_reason(parts), "stop_sequence": null},
+        "delta": {"stop_reason": stop_reason(parts, stop), "stop_sequence": null},
         "usage": {"output_tokens": usage.output}})));
     events.push(event(&json!({"type": "message_stop"})));
     events
@@ -97,7 +108,7 @@ fn stream_error_body() -> Value {
 }
 
 /// A non-streamed answer.
-pub(crate) fn message(parts: &[Part], model: &str, usage: Usage) -> Value {
+pub(crate) fn message(parts: &[Part], model: &str, usage: Usage, stop: Stop) -> Value {
     let content: Vec<Value> = parts
         .iter()
         .map(|part| match part {
@@ -117,9 +128,8 @@ pub(crate) fn message(parts: &[Part], model: &str, usage: Usage) -> Value {
         })
         .collect();
     json!({"model": model, "id": MESSAGE_ID, "type": "message", "role": "assistant",
-           "content": content, "stop_reason": stop_reason(parts), "stop_sequence": null,
-           "usage": {"input_tokens": usage.input, "cache_creation_input_tokens": 0,
-                     "cache_read_input_tokens": 0, "output_tokens": usage.output}})
+           "content": content, "stop_reason": stop_reason(parts, stop), "stop_sequence": null,
+           "usage": usage_json(usage, usage.output)})
 }
 
 /// Status and body of an HTTP error.

@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
-/// A provider wire protocol, for framing `.chunks.txt` fixtures as SSE. (The mock itself
-/// serves only the first two.)
+/// A provider wire protocol, for framing `.chunks.txt` fixtures as SSE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
     Anthropic,
     OpenAiChat,
+    OpenAiResponses,
     Gemini,
 }
 
@@ -58,17 +58,18 @@ pub fn replay_list(relative_dir: &str) -> Vec<String> {
 
 /// Frames a `.chunks.txt` fixture (one event JSON per line, no SSE framing) as an SSE body,
 /// following the fixtures README: each non-empty line becomes `data: <line>\n\n`; Anthropic
-/// puts `event: <json.type>` before each; OpenAI Chat appends `data: [DONE]`; Gemini neither.
+/// and the OpenAI Responses API put `event: <json.type>` before each; OpenAI Chat appends
+/// `data: [DONE]`; Gemini neither.
 pub fn chunks_to_sse(protocol: Protocol, chunks: &str) -> String {
     let mut out = String::new();
     for line in chunks.lines().filter(|l| !l.trim().is_empty()) {
         match protocol {
-            Protocol::Anthropic => {
+            Protocol::Anthropic | Protocol::OpenAiResponses => {
                 let event: serde_json::Value = serde_json::from_str(line)
                     .unwrap_or_else(|err| panic!("chunk is not JSON ({err}): {line}"));
                 let kind = event["type"]
                     .as_str()
-                    .unwrap_or_else(|| panic!("Anthropic chunk without a \"type\": {line}"));
+                    .unwrap_or_else(|| panic!("{protocol:?} chunk without a \"type\": {line}"));
                 out.push_str("event: ");
                 out.push_str(kind);
                 out.push('\n');
@@ -81,7 +82,7 @@ pub fn chunks_to_sse(protocol: Protocol, chunks: &str) -> String {
     }
     match protocol {
         Protocol::OpenAiChat => out.push_str("data: [DONE]\n\n"),
-        Protocol::Anthropic | Protocol::Gemini => {}
+        Protocol::Anthropic | Protocol::OpenAiResponses | Protocol::Gemini => {}
     }
     out
 }

@@ -1,20 +1,51 @@
 //! Replies in Gemini's `generateContent` / `streamGenerateContent?alt=sse` wire format, shaped
 //! after `shared/fixtures/providers/gemini/` (`stream-text.sse`, `stream-tool-call.chunks.txt`,
-//! `stream-thinking-function-call.sse`, `tool-call.json`, `error-400-api-key-invalid.json`):
-//! `\r\n` line breaks, the finish reason and usage on the last chunk, thoughts as
-//! `thought: true` text parts, function calls whole (Gemini never streams broken JSON).
+//! `stream-thinking-function-call.sse`, `tool-call.json`, `error-400-api-key-invalid.json`,
+//! `max-tokens.json`, `safety-blocked-candidate.json`): `\r\n` line breaks, the finish reason
+//! and usage on the last chunk, thoughts as `thought: true` text parts, function calls whole
+//! (Gemini never streams broken JSON).
 
 use serde_json::{Value, json};
 
-use crate::reply::{ApiError, Part, Usage, pieces};
+use crate::reply::{ApiError, Part, Stop, Usage, pieces};
 
 fn data(chunk: &Value) -> String {
     format!("data: {chunk}\r\n\r\n")
 }
 
+/// Cached tokens are counted inside `promptTokenCount`; `cachedContentTokenCount` is only
+/// there when some were read, as Gemini leaves out zero counts.
 fn usage_json(usage: Usage) -> Value {
-    json!({"promptTokenCount": usage.input, "candidatesTokenCount": usage.output,
-           "totalTokenCount": usage.input + usage.output})
+    let prompt = usage.input + usage.cache_read;
+    let mut json = json!({"promptTokenCount": prompt, "candidatesTokenCount": usage.output,
+                          "totalTokenCount": prompt + usage.output});
+    if usage.cache_read > 0 {
+        json["cachedContentTokenCount"] = Value::from(usage.cache_read);
+    }
+    json
+}
+
+/// The answer to a refused prompt, shaped after `safety-blocked-candidate.json`: empty content,
+/// `finishReason: "SAFETY"`, the ratings with the blocking one marked, and no output tokens.
+fn blocked(model: &str, usage: Usage) -> Value {
+    let mut usage = usage_json(Usage { output: 0, ..usage });
+    if let Some(fields) = usage.as_object_mut() {
+        fields.shift_remove("candidatesTokenCount");
+    }
+    json!({"candidates": [{"content": {}, "finishReason": "SAFETY", "safetyRatings": [
+              {"blocked": true, "category": "HARM_CATEGORY_HATE_SPEECH", "probability": "LOW"},
+              {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "NEGLIGIBLE"},
+              {"category": "HARM_CATEGORY_HARASSMENT", "probability": "NEGLIGIBLE"},
+              {"category": "HARM_CATEGORY_SEXUALLY_EXPLICIT", "probability": "NEGLIGIBLE"}]}],
+           "usageMetadata": usage, "modelVersion": model, "responseId": "mock-response"})
+}
+
+fn finish_reason(stop: Stop) -> &'static str {
+    match stop {
+        Stop::Done => "STOP",
+        Stop::MaxTokens => "MAX_TOKENS",
+        Stop::Refusal => "SAFETY",
+    }
 }
 
 fn part_json(part: &Part) -> Value {
@@ -37,7 +68,18 @@ fn chunk(parts: Vec<Value>, model: &str) -> Value {
            "modelVersion": model, "responseId": "mock-response"})
 }
 
-pub(crate) fn stream(parts: &[Part], model: &str, usage: Usage, fail_midway: bool) -> Vec<String> {
+pub(crate) fn stream(
+    parts: &[Part],
+    model: &str,
+    usage: Usage,
+    stop: Stop,
+    fail_midway: bool,
+) -> Vec<String> {
+    // A refusal has nothing to stream: the one chunk is the blocked candidate.
+    match stop {
+        Stop::Refusal => return vec![data(&blocked(model, usage))],
+        Stop::Done | Stop::MaxTokens => {}
+    }
     let mut events = Vec::new();
     for part in parts {
         match part {
@@ -60,15 +102,19 @@ pub(crate) fn stream(parts: &[Part], model: &str, usage: Usage, fail_midway: boo
         return events;
     }
     let mut last = chunk(vec![json!({"text": ""})], model);
-    last["candidates"][0]["finishReason"] = Value::from("STOP");
+    last["candidates"][0]["finishReason"] = Value::from(finish_reason(stop));
     last["usageMetadata"] = usage_json(usage);
     events.push(data(&last));
     events
 }
 
-pub(crate) fn response(parts: &[Part], model: &str, usage: Usage) -> Value {
+pub(crate) fn response(parts: &[Part], model: &str, usage: Usage, stop: Stop) -> Value {
+    match stop {
+        Stop::Refusal => return blocked(model, usage),
+        Stop::Done | Stop::MaxTokens => {}
+    }
     let mut body = chunk(parts.iter().map(part_json).collect(), model);
-    body["candidates"][0]["finishReason"] = Value::from("STOP");
+    body["candidates"][0]["finishReason"] = Value::from(finish_reason(stop));
     body["usageMetadata"] = usage_json(usage);
     body
 }

@@ -1,6 +1,7 @@
 //! Dev-only loopback fakes for nanocrab's tests: a mock LLM that speaks the real wire formats
-//! of Anthropic Messages and OpenAI Chat Completions, scripted per test and recording every
-//! request, plus access to the recorded real streams in `shared/fixtures/`.
+//! of Anthropic Messages, OpenAI Chat Completions, the OpenAI Responses API and Gemini,
+//! scripted per test and recording every request, plus access to the recorded real streams in
+//! `shared/fixtures/`.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -15,16 +16,28 @@
 //! # }
 //! ```
 //!
-//! - Replies are served first in, first out, whichever endpoint is hit (`POST /v1/messages`
-//!   or `POST /v1/chat/completions`); the endpoint decides the wire format and the request's
-//!   `"stream": true` decides SSE versus one JSON body.
+//! - Replies are served first in, first out, whichever endpoint is hit (`POST /v1/messages`,
+//!   `/v1/chat/completions`, `/v1/responses` or `/v1beta/models/{model}:generateContent` /
+//!   `:streamGenerateContent`); the endpoint decides the wire format and the request's
+//!   `"stream": true` (Gemini: the path) decides SSE versus one JSON body.
 //! - Streams follow the recorded ones: Anthropic `message_start` (usage), then per block
 //!   `content_block_start` / `content_block_delta` (`text_delta`, `thinking_delta`,
 //!   `input_json_delta`) / `content_block_stop`, `message_delta` (stop reason, output
 //!   tokens), `message_stop`, each with its `event:` line. OpenAI `chat.completion.chunk`s,
 //!   tool calls as `tool_calls` deltas (index, id, type, name, then the arguments split over
 //!   several chunks), a `finish_reason` chunk, the usage chunk with `choices: []` when the
-//!   request set `stream_options.include_usage`, then `data: [DONE]`.
+//!   request set `stream_options.include_usage`, then `data: [DONE]`. Responses API events
+//!   with `event:` lines and `sequence_number`s: `response.created`, `response.in_progress`,
+//!   per part an output item (`message` with `output_text` deltas, `function_call` with
+//!   argument deltas, `reasoning` with the thinking as its summary and `encrypted_content`
+//!   when the request's `include` asks for it) added, streamed and done, then
+//!   `response.completed` with the whole `output` and `usage`. Gemini `alt=sse` chunks with
+//!   the finish reason and usage on the last.
+//! - [`Reply::truncated`] and [`Reply::refusal`] end an answer the way each provider does
+//!   (`max_tokens` / `length` / `MAX_TOKENS` / `response.incomplete`; `refusal` /
+//!   `delta.refusal` / `SAFETY` / a `refusal` content part); [`Reply::with_usage`] and
+//!   [`Reply::with_cache_usage`] set the token counts, cache reads counted the way each
+//!   provider counts them.
 //! - Each SSE event is written as its own body frame; [`Reply::with_chunk_size`] re-cuts the
 //!   body at arbitrary byte boundaries and [`Reply::with_chunk_delay`] paces the frames.
 //! - Errors ([`Reply::error`] with an [`ApiError`]) use each provider's own status and body
@@ -39,6 +52,7 @@ mod anthropic;
 mod fixtures;
 mod gemini;
 mod openai_chat;
+mod openai_responses;
 mod reply;
 mod server;
 

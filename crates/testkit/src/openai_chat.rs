@@ -1,11 +1,12 @@
 //! Replies in the OpenAI Chat Completions wire format, shaped after the recorded streams in
 //! `shared/fixtures/providers/openai/chat/` (`stream-text-usage.sse`,
-//! `stream-parallel-tool-calls.sse`, `text.json`, `parallel-tool-calls.json`) and, for
-//! reasoning, DeepSeek's `reasoning_content` (`openai-compatible/deepseek-*`).
+//! `stream-parallel-tool-calls.sse`, `text.json`, `parallel-tool-calls.json`,
+//! `stream-length-truncated.sse`, `stream-refusal.sse`, `refusal.json`) and, for reasoning,
+//! DeepSeek's `reasoning_content` (`openai-compatible/deepseek-*`).
 
 use serde_json::{Value, json};
 
-use crate::reply::{ApiError, Part, Usage, has_tool_call, pieces};
+use crate::reply::{ApiError, Part, Stop, Usage, has_tool_call, pieces};
 
 const COMPLETION_ID: &str = "chatcmpl-mock";
 const CREATED: u64 = 1_727_346_180;
@@ -27,28 +28,50 @@ fn delta(model: &str, delta: Value) -> String {
     ))
 }
 
-fn finish_reason(parts: &[Part]) -> &'static str {
-    if has_tool_call(parts) {
-        "tool_calls"
-    } else {
-        "stop"
+/// A refusal finishes with `stop`, as in `refusal.json` and `stream-refusal.sse`.
+fn finish_reason(parts: &[Part], stop: Stop) -> &'static str {
+    match stop {
+        Stop::Done | Stop::Refusal if has_tool_call(parts) => "tool_calls",
+        Stop::Done | Stop::Refusal => "stop",
+        Stop::MaxTokens => "length",
     }
 }
 
+/// OpenAI counts cached tokens inside `prompt_tokens`. `prompt_tokens_details` is left out
+/// without a cache read, as in the recorded `stream-text-usage.sse`.
 fn usage_json(usage: Usage) -> Value {
-    json!({"prompt_tokens": usage.input, "completion_tokens": usage.output,
-           "total_tokens": usage.input + usage.output})
+    let prompt = usage.input + usage.cache_read;
+    let mut json = json!({"prompt_tokens": prompt, "completion_tokens": usage.output,
+                          "total_tokens": prompt + usage.output});
+    if usage.cache_read > 0 {
+        json["prompt_tokens_details"] =
+            json!({"cached_tokens": usage.cache_read, "audio_tokens": 0});
+    }
+    json
 }
 
 /// The SSE events of a streamed answer. The usage chunk (`choices: []`) comes only when the
 /// request asked for it with `stream_options.include_usage`, as on the real API. With `fail`,
 /// the parts are followed by an `event: error` and the stream stops there (no `[DONE]`).
-pub(crate) fn stream(parts: &[Part], model: &str, usage: Option<Usage>, fail: bool) -> Vec<String> {
-    // The role comes first, with `content: ""` before text and `null` before anything else.
-    let opening = match parts.first() {
-        Some(Part::Text(_)) => json!({"role": "assistant", "content": ""}),
-        Some(Part::Thinking(_) | Part::ToolCall { .. }) | None => {
-            json!({"role": "assistant", "content": null})
+pub(crate) fn stream(
+    parts: &[Part],
+    model: &str,
+    usage: Option<Usage>,
+    stop: Stop,
+    fail: bool,
+) -> Vec<String> {
+    // The role comes first, with `content: ""` before text and `null` before anything else; a
+    // refusal opens with `content: null, refusal: ""` and streams in `refusal`, not `content`.
+    let (opening, text_field) = match (stop, parts.first()) {
+        (Stop::Refusal, _) => (
+            json!({"role": "assistant", "content": null, "refusal": ""}),
+            "refusal",
+        ),
+        (Stop::Done | Stop::MaxTokens, Some(Part::Text(_))) => {
+            (json!({"role": "assistant", "content": ""}), "content")
+        }
+        (Stop::Done | Stop::MaxTokens, Some(Part::Thinking(_) | Part::ToolCall { .. }) | None) => {
+            (json!({"role": "assistant", "content": null}), "content")
         }
     };
     let mut events = vec![delta(model, opening)];
@@ -65,7 +88,7 @@ pub(crate) fn stream(parts: &[Part], model: &str, usage: Option<Usage>, fail: bo
             }
             Part::Text(text) => {
                 for piece in pieces(text, 8) {
-                    events.push(delta(model, json!({"content": piece})));
+                    events.push(delta(model, json!({ text_field: piece })));
                 }
             }
             // The call's first chunk names it with empty arguments; the arguments follow in
@@ -102,7 +125,7 @@ pub(crate) fn stream(parts: &[Part], model: &str, usage: Option<Usage>, fail: bo
     events.push(data(&chunk(
         model,
         json!([{"index": 0, "delta": {}, "logprobs": null,
-                "finish_reason": finish_reason(parts)}]),
+                "finish_reason": finish_reason(parts, stop)}]),
     )));
     if let Some(usage) = usage {
         let mut last = chunk(model, json!([]));
@@ -114,7 +137,7 @@ pub(crate) fn stream(parts: &[Part], model: &str, usage: Option<Usage>, fail: bo
 }
 
 /// A non-streamed answer.
-pub(crate) fn completion(parts: &[Part], model: &str, usage: Usage) -> Value {
+pub(crate) fn completion(parts: &[Part], model: &str, usage: Usage, stop: Stop) -> Value {
     let mut text = String::new();
     let mut reasoning = String::new();
     let mut calls = Vec::new();
@@ -130,9 +153,16 @@ pub(crate) fn completion(parts: &[Part], model: &str, usage: Usage) -> Value {
                                    "function": {"name": name, "arguments": raw_arguments}})),
         }
     }
-    let mut message = json!({"role": "assistant",
-        "content": if text.is_empty() { Value::Null } else { Value::from(text) },
-        "refusal": null});
+    let text = if text.is_empty() {
+        Value::Null
+    } else {
+        Value::from(text)
+    };
+    let (content, refusal) = match stop {
+        Stop::Refusal => (Value::Null, text),
+        Stop::Done | Stop::MaxTokens => (text, Value::Null),
+    };
+    let mut message = json!({"role": "assistant", "content": content, "refusal": refusal});
     if !reasoning.is_empty() {
         message["reasoning_content"] = Value::from(reasoning);
     }
@@ -141,7 +171,7 @@ pub(crate) fn completion(parts: &[Part], model: &str, usage: Usage) -> Value {
     }
     json!({"id": COMPLETION_ID, "object": "chat.completion", "created": CREATED, "model": model,
            "choices": [{"index": 0, "message": message, "logprobs": null,
-                        "finish_reason": finish_reason(parts)}],
+                        "finish_reason": finish_reason(parts, stop)}],
            "usage": usage_json(usage), "system_fingerprint": FINGERPRINT})
 }
 

@@ -1,5 +1,6 @@
 //! Scripted replies: what the mock answers to one request, independent of the wire format.
-//! `anthropic.rs` and `openai_chat.rs` turn a reply into each provider's real bytes.
+//! `anthropic.rs`, `openai_chat.rs`, `openai_responses.rs` and `gemini.rs` turn a reply into
+//! each provider's real bytes.
 
 use std::time::Duration;
 
@@ -8,13 +9,14 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use serde_json::Value;
 
 use crate::fixtures::{Protocol, chunks_to_sse, fixture_bytes};
-use crate::{anthropic, gemini, openai_chat};
+use crate::{anthropic, gemini, openai_chat, openai_responses};
 
 /// One piece of an assistant answer, in the order the model produces it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Part {
-    /// Reasoning: an Anthropic `thinking` block; `reasoning_content` on OpenAI-style endpoints
-    /// (DeepSeek's field).
+    /// Reasoning: an Anthropic `thinking` block; `reasoning_content` on OpenAI Chat endpoints
+    /// (DeepSeek's field); a `reasoning` item with the text as its summary on the Responses API;
+    /// a `thought: true` part on Gemini.
     Thinking(String),
     Text(String),
     /// A tool call whose arguments are sent exactly as `raw_arguments` (may be broken JSON).
@@ -27,8 +29,9 @@ pub enum Part {
 
 /// The errors the mock can answer with, each in the envelope of the endpoint hit:
 /// Anthropic `{"type":"error","error":{"type","message"},"request_id"}` (as in
-/// `anthropic/error-400-invalid-request.json`), OpenAI `{"error":{"message","type","param","code"}}`
-/// (as in `openai/error-429-insufficient-quota.json`).
+/// `anthropic/error-400-invalid-request.json`), OpenAI Chat and Responses
+/// `{"error":{"message","type","param","code"}}` (as in `openai/error-429-insufficient-quota.json`),
+/// Gemini `{"error":{"code","message","status"}}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApiError {
     /// 400 `invalid_request_error`: never retried.
@@ -58,12 +61,13 @@ enum Body {
     Fixture(String),
 }
 
-/// What the mock answers to one request. The same reply is rendered as Anthropic Messages or
-/// OpenAI Chat Completions depending on the endpoint hit, as SSE when the request has
-/// `"stream": true` and as one JSON body otherwise.
+/// What the mock answers to one request. The same reply is rendered as Anthropic Messages,
+/// OpenAI Chat Completions, the OpenAI Responses API or Gemini depending on the endpoint hit,
+/// as SSE when the request asks for a stream and as one JSON body otherwise.
 #[derive(Debug, Clone)]
 pub struct Reply {
     body: Body,
+    stop: Stop,
     delay: Duration,
     chunk_delay: Duration,
     chunk_size: Option<usize>,
@@ -71,11 +75,28 @@ pub struct Reply {
     usage: Usage,
 }
 
+/// How an answer ends, which each endpoint spells its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// The model finished: `end_turn` / `stop` / `STOP` / `completed`, or the tool-call reason
+    /// when the answer calls a tool.
+    Done,
+    /// Cut by the output token limit.
+    MaxTokens,
+    /// The model declined; its text parts are the refusal.
+    Refusal,
+}
+
 /// Token counts the reply reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Usage {
+    /// Input tokens not read from the prompt cache (Anthropic's `input_tokens`); the
+    /// OpenAI-style endpoints and Gemini add `cache_read` to it for their prompt total.
     pub input: u64,
     pub output: u64,
+    pub cache_read: u64,
+    /// Tokens written to the prompt cache: only Anthropic reports them.
+    pub cache_write: u64,
 }
 
 /// A reply rendered for one endpoint: the body as the frames it is written in.
@@ -92,6 +113,8 @@ pub(crate) enum Endpoint {
     AnthropicMessages,
     /// `POST /v1/chat/completions`
     OpenAiChat,
+    /// `POST /v1/responses`
+    OpenAiResponses,
     /// `POST /v1beta/models/{model}:generateContent` or `:streamGenerateContent?alt=sse`: the
     /// model and whether to stream come from the path, not the body.
     Gemini,
@@ -102,6 +125,7 @@ impl Reply {
     pub fn parts(parts: Vec<Part>) -> Self {
         Self {
             body: Body::Answer(parts),
+            stop: Stop::Done,
             delay: Duration::ZERO,
             chunk_delay: Duration::ZERO,
             chunk_size: None,
@@ -109,6 +133,8 @@ impl Reply {
             usage: Usage {
                 input: 12,
                 output: 7,
+                cache_read: 0,
+                cache_write: 0,
             },
         }
     }
@@ -116,6 +142,31 @@ impl Reply {
     /// A plain text answer (`end_turn` / `stop`). `<think>` tags are just text.
     pub fn text(text: impl Into<String>) -> Self {
         Self::parts(vec![Part::Text(text.into())])
+    }
+
+    /// `text` cut off by the output token limit: Anthropic `stop_reason: "max_tokens"`, OpenAI
+    /// Chat `finish_reason: "length"` (`chat/stream-length-truncated.sse`), Gemini
+    /// `finishReason: "MAX_TOKENS"` (`gemini/max-tokens.json`), Responses `status: "incomplete"`
+    /// with `incomplete_details.reason: "max_output_tokens"`, the message item `incomplete` and
+    /// a final `response.incomplete` event.
+    pub fn truncated(text: impl Into<String>) -> Self {
+        Self {
+            stop: Stop::MaxTokens,
+            ..Self::text(text)
+        }
+    }
+
+    /// The model declines with `text`: Anthropic a text block and `stop_reason: "refusal"`;
+    /// OpenAI Chat `content: null` and the text in `refusal` (`delta.refusal` pieces when
+    /// streamed, as in `chat/stream-refusal.sse`; `message.refusal` as in `chat/refusal.json`),
+    /// `finish_reason: "stop"`; Responses a `refusal` content part (`response.refusal.delta` /
+    /// `.done`); Gemini `finishReason: "SAFETY"` with empty content and no text at all, as in
+    /// `gemini/safety-blocked-candidate.json`.
+    pub fn refusal(text: impl Into<String>) -> Self {
+        Self {
+            stop: Stop::Refusal,
+            ..Self::text(text)
+        }
     }
 
     /// Reasoning, then a text answer.
@@ -212,11 +263,14 @@ impl Reply {
     }
 
     /// A 200 stream that sends `text` and then fails: Anthropic's `event: error` with the
-    /// `overloaded_error` body quoted in the fixtures README; on OpenAI-style endpoints an
-    /// `event: error` carrying an `{"error":{..}}` object, as Groq sends
-    /// (`openai-compatible/groq-stream-tool-use-failed-error.sse`). Neither ends the stream
-    /// properly (no `message_stop`, no `[DONE]`). A non-stream request gets the overloaded
-    /// HTTP error instead.
+    /// `overloaded_error` body quoted in the fixtures README; on OpenAI Chat an `event: error`
+    /// carrying an `{"error":{..}}` object, as Groq sends
+    /// (`openai-compatible/groq-stream-tool-use-failed-error.sse`); on the Responses API a
+    /// `type: "error"` event and then `response.failed`, as in
+    /// `responses/stream-error-insufficient-quota.chunks.txt`; on Gemini an `{"error":{..}}`
+    /// chunk. None ends the stream properly (no `message_stop`, no `[DONE]`, no
+    /// `response.completed`, no finish reason). A non-stream request gets the overloaded HTTP
+    /// error instead.
     pub fn stream_error_after(text: impl Into<String>) -> Self {
         Self {
             body: Body::StreamError(vec![Part::Text(text.into())]),
@@ -265,12 +319,25 @@ impl Reply {
         self
     }
 
-    /// Token counts reported (default 12 in, 7 out).
+    /// Token counts reported (default 12 in, 7 out). `input_tokens` are the uncached ones; see
+    /// [`Reply::with_cache_usage`].
     pub fn with_usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {
-        self.usage = Usage {
-            input: input_tokens,
-            output: output_tokens,
-        };
+        self.usage.input = input_tokens;
+        self.usage.output = output_tokens;
+        self
+    }
+
+    /// Prompt-cache figures reported besides the uncached input of [`Reply::with_usage`]:
+    /// Anthropic `cache_read_input_tokens` = `read` and `cache_creation_input_tokens` = `write`
+    /// beside `input_tokens`; OpenAI Chat `prompt_tokens_details.cached_tokens` = `read` with
+    /// `read` counted inside `prompt_tokens`; Responses `input_tokens_details.cached_tokens`
+    /// inside `input_tokens`; Gemini `cachedContentTokenCount` inside `promptTokenCount`.
+    /// `write` is Anthropic-only: the other APIs cache implicitly and report no such figure.
+    /// OpenAI Chat and Gemini leave the cached figure out when `read` is 0, as the recorded
+    /// streams do; Responses always carries it.
+    pub fn with_cache_usage(mut self, read: u64, write: u64) -> Self {
+        self.usage.cache_read = read;
+        self.usage.cache_write = write;
         self
     }
 
@@ -290,47 +357,61 @@ impl Reply {
     pub(crate) fn render(&self, endpoint: Endpoint, request: &Value) -> Rendered {
         let stream = request["stream"].as_bool().unwrap_or(false);
         let model = request["model"].as_str().unwrap_or("mock-model");
+        let (usage, stop) = (self.usage, self.stop);
         let rendered = match (&self.body, endpoint) {
             (Body::Answer(parts), Endpoint::AnthropicMessages) if stream => {
-                sse(anthropic::stream(parts, model, self.usage, false))
+                sse(anthropic::stream(parts, model, usage, stop, false))
             }
             (Body::StreamError(parts), Endpoint::AnthropicMessages) if stream => {
-                sse(anthropic::stream(parts, model, self.usage, true))
+                sse(anthropic::stream(parts, model, usage, stop, true))
             }
             (Body::Answer(parts), Endpoint::OpenAiChat) if stream => {
                 let include_usage = request["stream_options"]["include_usage"] == true;
                 sse(openai_chat::stream(
                     parts,
                     model,
-                    include_usage.then_some(self.usage),
+                    include_usage.then_some(usage),
+                    stop,
                     false,
                 ))
             }
             (Body::StreamError(parts), Endpoint::OpenAiChat) if stream => {
-                sse(openai_chat::stream(parts, model, None, true))
+                sse(openai_chat::stream(parts, model, None, stop, true))
+            }
+            (Body::Answer(parts), Endpoint::OpenAiResponses) if stream => {
+                sse(openai_responses::stream(parts, request, usage, stop, false))
+            }
+            (Body::StreamError(parts), Endpoint::OpenAiResponses) if stream => {
+                sse(openai_responses::stream(parts, request, usage, stop, true))
             }
             (Body::Answer(parts), Endpoint::Gemini) if stream => {
-                sse(gemini::stream(parts, model, self.usage, false))
+                sse(gemini::stream(parts, model, usage, stop, false))
             }
             (Body::StreamError(parts), Endpoint::Gemini) if stream => {
-                sse(gemini::stream(parts, model, self.usage, true))
+                sse(gemini::stream(parts, model, usage, stop, true))
             }
             (Body::Answer(parts), Endpoint::Gemini) => {
-                json(StatusCode::OK, &gemini::response(parts, model, self.usage))
+                json(StatusCode::OK, &gemini::response(parts, model, usage, stop))
             }
-            (Body::StreamError(_), Endpoint::Gemini) => error(ApiError::Overloaded, endpoint),
             (Body::Answer(parts), Endpoint::AnthropicMessages) => json(
                 StatusCode::OK,
-                &anthropic::message(parts, model, self.usage),
+                &anthropic::message(parts, model, usage, stop),
             ),
             (Body::Answer(parts), Endpoint::OpenAiChat) => json(
                 StatusCode::OK,
-                &openai_chat::completion(parts, model, self.usage),
+                &openai_chat::completion(parts, model, usage, stop),
             ),
-            (Body::StreamError(_), Endpoint::AnthropicMessages) => {
-                error(ApiError::Overloaded, endpoint)
-            }
-            (Body::StreamError(_), Endpoint::OpenAiChat) => error(ApiError::Overloaded, endpoint),
+            (Body::Answer(parts), Endpoint::OpenAiResponses) => json(
+                StatusCode::OK,
+                &openai_responses::response(parts, request, usage, stop),
+            ),
+            (
+                Body::StreamError(_),
+                Endpoint::AnthropicMessages
+                | Endpoint::OpenAiChat
+                | Endpoint::OpenAiResponses
+                | Endpoint::Gemini,
+            ) => error(ApiError::Overloaded, endpoint),
             (Body::Error(api_error), _) => error(*api_error, endpoint),
             (Body::Status { status, body }, _) => json(*status, body),
             (Body::Fixture(path), _) => fixture(path, endpoint),
@@ -369,7 +450,8 @@ fn json(status: StatusCode, body: &Value) -> Rendered {
 fn error(api_error: ApiError, endpoint: Endpoint) -> Rendered {
     let (status, body) = match endpoint {
         Endpoint::AnthropicMessages => anthropic::error(api_error),
-        Endpoint::OpenAiChat => openai_chat::error(api_error),
+        // The Responses API shares Chat Completions' error envelope and statuses.
+        Endpoint::OpenAiChat | Endpoint::OpenAiResponses => openai_chat::error(api_error),
         Endpoint::Gemini => gemini::error(api_error),
     };
     let status = StatusCode::from_u16(status).expect("error statuses are valid");
@@ -389,6 +471,7 @@ fn fixture(path: &str, endpoint: Endpoint) -> Rendered {
         let protocol = match endpoint {
             Endpoint::AnthropicMessages => Protocol::Anthropic,
             Endpoint::OpenAiChat => Protocol::OpenAiChat,
+            Endpoint::OpenAiResponses => Protocol::OpenAiResponses,
             Endpoint::Gemini => Protocol::Gemini,
         };
         let text = String::from_utf8(bytes)

@@ -37,9 +37,10 @@ struct Script {
     requests: Mutex<Vec<RecordedRequest>>,
 }
 
-/// A mock LLM on 127.0.0.1 speaking Anthropic Messages (`POST /v1/messages`) and OpenAI Chat
-/// Completions (`POST /v1/chat/completions`). Clones share the same server; it stops when the
-/// last clone is dropped.
+/// A mock LLM on 127.0.0.1 speaking Anthropic Messages (`POST /v1/messages`), OpenAI Chat
+/// Completions (`POST /v1/chat/completions`), the OpenAI Responses API (`POST /v1/responses`)
+/// and Gemini (`POST /v1beta/models/{model}:generateContent` or `:streamGenerateContent`).
+/// Clones share the same server; it stops when the last clone is dropped.
 #[derive(Clone)]
 pub struct MockLlm {
     addr: SocketAddr,
@@ -107,7 +108,8 @@ impl MockLlm {
         format!("http://{}", self.addr)
     }
 
-    /// OpenAI SDK style base URL, with `/v1`: `http://127.0.0.1:PORT/v1`.
+    /// OpenAI SDK style base URL, with `/v1`: `http://127.0.0.1:PORT/v1` (Chat Completions and
+    /// the Responses API).
     pub fn openai_base(&self) -> String {
         format!("http://{}/v1", self.addr)
     }
@@ -192,12 +194,14 @@ async fn answer(
         (&Method::POST, _) if gemini.is_some() => Endpoint::Gemini,
         (&Method::POST, "/v1/messages") => Endpoint::AnthropicMessages,
         (&Method::POST, "/v1/chat/completions") => Endpoint::OpenAiChat,
+        (&Method::POST, "/v1/responses") => Endpoint::OpenAiResponses,
         (other_method, other_path) => {
             return (
                 StatusCode::NOT_FOUND,
                 format!(
                     "mock LLM: no endpoint {other_method} {other_path} \
-                     (POST /v1/messages, /v1/chat/completions or /v1beta/models/MODEL:streamGenerateContent)"
+                     (POST /v1/messages, /v1/chat/completions, /v1/responses or \
+                     /v1beta/models/MODEL:streamGenerateContent)"
                 ),
             )
                 .into_response();

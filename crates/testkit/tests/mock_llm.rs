@@ -16,15 +16,27 @@ use serde_json::{Value, json};
 enum Wire {
     Anthropic,
     OpenAi,
+    Responses,
+    Gemini,
 }
 
 impl Wire {
-    const ALL: [Wire; 2] = [Wire::Anthropic, Wire::OpenAi];
+    const ALL: [Wire; 4] = [Wire::Anthropic, Wire::OpenAi, Wire::Responses, Wire::Gemini];
+    /// The wires whose streams carry a tool call's id and its arguments byte for byte, which
+    /// `assemble` checks; Gemini has no call ids and sends arguments as parsed JSON.
+    const CALL_IDS: [Wire; 3] = [Wire::Anthropic, Wire::OpenAi, Wire::Responses];
 
-    fn url(self, mock: &MockLlm) -> String {
+    /// Gemini names the streaming mode in the path; the others in the body.
+    fn url(self, mock: &MockLlm, stream: bool) -> String {
         match self {
             Wire::Anthropic => format!("{}/v1/messages", mock.anthropic_base()),
             Wire::OpenAi => format!("{}/chat/completions", mock.openai_base()),
+            Wire::Responses => format!("{}/responses", mock.openai_base()),
+            Wire::Gemini if stream => format!(
+                "{}/v1beta/models/m:streamGenerateContent?alt=sse",
+                mock.anthropic_base()
+            ),
+            Wire::Gemini => format!("{}/v1beta/models/m:generateContent", mock.anthropic_base()),
         }
     }
 
@@ -32,10 +44,13 @@ impl Wire {
         match self {
             Wire::Anthropic => "anthropic",
             Wire::OpenAi => "openai",
+            Wire::Responses => "responses",
+            Wire::Gemini => "gemini",
         }
     }
 
-    /// A request as the adapters send it.
+    /// A request as the adapters send it; the Responses one is stateless and asks for the
+    /// encrypted reasoning back.
     fn request(self, stream: bool) -> Value {
         match self {
             Wire::Anthropic => json!({"model": "m", "stream": stream, "max_tokens": 64,
@@ -43,6 +58,10 @@ impl Wire {
             Wire::OpenAi => json!({"model": "m", "stream": stream,
                                    "stream_options": {"include_usage": true},
                                    "messages": [{"role": "user", "content": "hi"}]}),
+            Wire::Responses => json!({"model": "m", "stream": stream, "store": false,
+                                      "include": ["reasoning.encrypted_content"],
+                                      "input": [{"role": "user", "content": "hi"}]}),
+            Wire::Gemini => json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}),
         }
     }
 }
@@ -71,12 +90,29 @@ async fn post(url: &str, body: &Value) -> Answer {
 async fn ask(wire: Wire, reply: Reply, stream: bool) -> Answer {
     let mock = MockLlm::start().await;
     mock.push(reply);
-    post(&wire.url(&mock), &wire.request(stream)).await
+    post(&wire.url(&mock, stream), &wire.request(stream)).await
+}
+
+/// The streamed and the non-stream answer to `reply`, both whole, for one snapshot.
+async fn both_answers(wire: Wire, reply: Reply) -> String {
+    let streamed = ask(wire, reply.clone(), true).await;
+    assert_eq!(streamed.status, 200, "{wire:?}");
+    events(&streamed.body);
+    let whole = ask(wire, reply, false).await;
+    assert_eq!(whole.status, 200, "{wire:?}");
+    let whole: Value = serde_json::from_str(&whole.body).unwrap();
+    format!(
+        "{}--- non-stream ---\n{}\n",
+        streamed.body,
+        serde_json::to_string_pretty(&whole).unwrap()
+    )
 }
 
 /// The SSE events of a body as (event name, data), checking the framing on the way: every
-/// event ends with a blank line and has exactly one `data:` line.
+/// event ends with a blank line and has exactly one `data:` line. Lines may end with `\r\n`,
+/// as Gemini's do.
 fn events(body: &str) -> Vec<(Option<String>, String)> {
+    let body = &body.replace("\r\n", "\n");
     assert!(
         body.ends_with("\n\n"),
         "the last event is terminated: {body:?}"
@@ -161,6 +197,36 @@ fn assemble(wire: Wire, body: &str) -> (String, Vec<(String, String, String)>) {
                 }
             }
         }
+        Wire::Responses => {
+            for (number, (name, data)) in events.iter().enumerate() {
+                let data: Value = serde_json::from_str(data).unwrap();
+                assert_eq!(name.as_deref(), data["type"].as_str(), "event name = type");
+                assert_eq!(data["sequence_number"], number, "sequence numbers count up");
+                match data["type"].as_str().unwrap() {
+                    "response.output_text.delta" => text.push_str(data["delta"].as_str().unwrap()),
+                    "response.output_item.added" if data["item"]["type"] == "function_call" => {
+                        let item = &data["item"];
+                        calls.push((
+                            item["call_id"].as_str().unwrap().into(),
+                            item["name"].as_str().unwrap().into(),
+                            String::new(),
+                        ));
+                    }
+                    "response.function_call_arguments.delta" => calls
+                        .last_mut()
+                        .unwrap()
+                        .2
+                        .push_str(data["delta"].as_str().unwrap()),
+                    _ => {}
+                }
+            }
+            assert_eq!(events[0].0.as_deref(), Some("response.created"));
+            assert_eq!(
+                events.last().unwrap().0.as_deref(),
+                Some("response.completed")
+            );
+        }
+        Wire::Gemini => panic!("Gemini streams carry no call ids: see Wire::CALL_IDS"),
     }
     (text, calls)
 }
@@ -225,7 +291,7 @@ async fn scripted_streams_are_well_formed_with_exact_bytes() {
         ),
     ];
     for (case, reply, text, calls) in cases {
-        for wire in Wire::ALL {
+        for wire in Wire::CALL_IDS {
             let answer = ask(wire, reply.clone(), true).await;
             assert_eq!(answer.status, 200, "{case} {wire:?}");
             assert_eq!(answer.headers["content-type"], "text/event-stream");
@@ -245,10 +311,29 @@ async fn a_stream_can_fail_midway() {
         let answer = ask(wire, Reply::stream_error_after("Partial ans"), true).await;
         assert_eq!(answer.status, 200);
         let events = events(&answer.body);
-        let (name, data) = events.last().unwrap();
-        assert_eq!(name.as_deref(), Some("error"), "{wire:?}");
-        assert!(data.contains("overloaded"), "{wire:?}: {data}");
-        assert!(!answer.body.contains("message_stop") && !answer.body.contains("[DONE]"));
+        let names: Vec<Option<&str>> = events.iter().map(|(name, _)| name.as_deref()).collect();
+        let (_, data) = events.last().unwrap();
+        match wire {
+            Wire::Anthropic | Wire::OpenAi => {
+                assert_eq!(names.last().unwrap(), &Some("error"), "{wire:?}");
+                assert!(data.contains("overloaded"), "{wire:?}: {data}");
+            }
+            Wire::Responses => {
+                assert_eq!(
+                    names[names.len() - 2..],
+                    [Some("error"), Some("response.failed")]
+                );
+            }
+            Wire::Gemini => assert!(data.starts_with(r#"{"error":"#), "{data}"),
+        }
+        for end in [
+            "message_stop",
+            "[DONE]",
+            "response.completed",
+            "finishReason",
+        ] {
+            assert!(!answer.body.contains(end), "{wire:?} ends properly: {end}");
+        }
         insta::assert_snapshot!(format!("stream_error_after_{}", wire.name()), answer.body);
     }
 }
@@ -258,12 +343,82 @@ async fn openai_usage_chunk_only_when_asked_for() {
     let mock = MockLlm::start().await;
     mock.push(Reply::text("hi"));
     let answer = post(
-        &Wire::OpenAi.url(&mock),
+        &Wire::OpenAi.url(&mock, true),
         &json!({"model": "m", "stream": true, "messages": []}),
     )
     .await;
     assert!(!answer.body.contains("usage"), "{}", answer.body);
     assert!(answer.body.ends_with("data: [DONE]\n\n"));
+}
+
+#[tokio::test]
+async fn responses_reasoning_is_encrypted_only_when_asked_for() {
+    let reply = Reply::thinking("The user greets me.", "Hi!");
+    let mock = MockLlm::start().await;
+    let mut bodies = String::new();
+    for stream in [true, false] {
+        mock.push(reply.clone());
+        let mut request = Wire::Responses.request(stream);
+        request.as_object_mut().unwrap().remove("include");
+        let answer = post(&Wire::Responses.url(&mock, stream), &request).await;
+        assert_eq!(answer.status, 200);
+        assert!(
+            !answer.body.contains("encrypted_content"),
+            "{}",
+            answer.body
+        );
+        bodies.push_str(&answer.body);
+        bodies.push('\n');
+    }
+    insta::assert_snapshot!("responses_reasoning_not_included", bodies);
+
+    // Asked for, it is the same on every item carrying it: added, done and the final output.
+    let answer = ask(Wire::Responses, reply, true).await;
+    let encrypted: Vec<Value> = events(&answer.body)
+        .into_iter()
+        .map(|(_, data)| serde_json::from_str::<Value>(&data).unwrap())
+        .flat_map(|data| {
+            let items = match data["type"].as_str().unwrap() {
+                "response.completed" => data["response"]["output"].as_array().unwrap().clone(),
+                _ => vec![data["item"].clone()],
+            };
+            items
+                .into_iter()
+                .map(|item| item["encrypted_content"].clone())
+        })
+        .filter(|content| !content.is_null())
+        .collect();
+    assert_eq!(encrypted.len(), 3, "{}", answer.body);
+    assert!(encrypted.iter().all(|content| content == &encrypted[0]));
+}
+
+#[tokio::test]
+async fn truncated_and_refused_answers_on_every_endpoint() {
+    for (case, reply) in [
+        ("truncated", Reply::truncated("The capital of France is")),
+        ("refusal", Reply::refusal("I can't help with that.")),
+    ] {
+        for wire in Wire::ALL {
+            insta::assert_snapshot!(
+                format!("{case}_{}", wire.name()),
+                both_answers(wire, reply.clone()).await
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn cache_usage_on_every_endpoint() {
+    // 30 uncached input tokens, 100 read from the cache, 20 written to it.
+    let reply = Reply::text("Hi!")
+        .with_usage(30, 5)
+        .with_cache_usage(100, 20);
+    for wire in Wire::ALL {
+        insta::assert_snapshot!(
+            format!("cache_usage_{}", wire.name()),
+            both_answers(wire, reply.clone()).await
+        );
+    }
 }
 
 #[tokio::test]
@@ -345,14 +500,18 @@ async fn every_request_is_recorded_even_when_answered_with_an_error() {
     mock.push(Reply::unauthorized());
     mock.push(Reply::text("ok"));
     let first = client()
-        .post(Wire::Anthropic.url(&mock))
+        .post(Wire::Anthropic.url(&mock, true))
         .header("x-api-key", "k1")
         .json(&Wire::Anthropic.request(true))
         .send()
         .await
         .unwrap();
     assert_eq!(first.status().as_u16(), 401);
-    post(&Wire::OpenAi.url(&mock), &Wire::OpenAi.request(false)).await;
+    post(
+        &Wire::OpenAi.url(&mock, false),
+        &Wire::OpenAi.request(false),
+    )
+    .await;
     let not_json = client()
         .post(format!("{}/v1/models", mock.anthropic_base()))
         .body("plain words")
@@ -360,7 +519,12 @@ async fn every_request_is_recorded_even_when_answered_with_an_error() {
         .await
         .unwrap();
     assert_eq!(not_json.status().as_u16(), 404);
-    let empty = post(&Wire::OpenAi.url(&mock), &json!({})).await;
+    assert_eq!(
+        not_json.text().await.unwrap(),
+        "mock LLM: no endpoint POST /v1/models (POST /v1/messages, /v1/chat/completions, \
+         /v1/responses or /v1beta/models/MODEL:streamGenerateContent)"
+    );
+    let empty = post(&Wire::OpenAi.url(&mock, true), &json!({})).await;
     assert_eq!(
         (empty.status, empty.body.as_str()),
         (500, "mock LLM: no scripted reply left for request 4")
@@ -388,7 +552,7 @@ async fn every_request_is_recorded_even_when_answered_with_an_error() {
 #[tokio::test]
 async fn an_empty_script_fails_loudly() {
     let mock = MockLlm::start().await;
-    let answer = post(&Wire::Anthropic.url(&mock), &json!({"stream": true})).await;
+    let answer = post(&Wire::Anthropic.url(&mock, true), &json!({"stream": true})).await;
     assert_eq!(
         (answer.status, answer.body.as_str()),
         (500, "mock LLM: no scripted reply left for request 1")
@@ -400,14 +564,18 @@ async fn replies_are_delayed_and_paced() {
     let mock = MockLlm::start().await;
     mock.push(Reply::text("hi").with_delay(Duration::from_millis(150)));
     let started = Instant::now();
-    post(&Wire::Anthropic.url(&mock), &Wire::Anthropic.request(false)).await;
+    post(
+        &Wire::Anthropic.url(&mock, false),
+        &Wire::Anthropic.request(false),
+    )
+    .await;
     assert!(started.elapsed() >= Duration::from_millis(150));
 
     // "Hello world!" streams as 2 text deltas: 8 events, so 7 pauses between frames.
     mock.push(Reply::text("Hello world!").with_chunk_delay(Duration::from_millis(25)));
     let started = Instant::now();
     let response = client()
-        .post(Wire::Anthropic.url(&mock))
+        .post(Wire::Anthropic.url(&mock, true))
         .json(&Wire::Anthropic.request(true))
         .send()
         .await
@@ -429,6 +597,8 @@ fn replayable() -> Vec<(Wire, String)> {
         (Wire::Anthropic, "providers/anthropic"),
         (Wire::OpenAi, "providers/openai/chat"),
         (Wire::OpenAi, "providers/openai-compatible"),
+        (Wire::Responses, "providers/openai/responses"),
+        (Wire::Gemini, "providers/gemini"),
     ] {
         for path in replay_list(dir) {
             let wire = if path.contains("anthropic-compat") {
@@ -450,6 +620,21 @@ async fn fixtures_replay_unchanged_whole_and_in_awkward_pieces() {
         .filter(|(_, path)| !path.ends_with(".chunks.txt"))
         .collect();
     assert!(fixtures.len() > 20, "{fixtures:?}");
+    let responses: Vec<_> = replayable()
+        .into_iter()
+        .filter(|(wire, _)| matches!(wire, Wire::Responses))
+        .map(|(_, path)| path)
+        .collect();
+    assert_eq!(
+        responses,
+        [
+            "providers/openai/responses/stream-error-insufficient-quota.chunks.txt",
+            "providers/openai/responses/stream-function-call.sse",
+            "providers/openai/responses/stream-reasoning-encrypted.chunks.txt",
+            "providers/openai/responses/stream-text.sse",
+        ],
+        "all four recorded Responses streams are replayed"
+    );
     for (wire, path) in fixtures {
         let expected = fixture_bytes(&path);
         let stream = path.ends_with(".sse");
@@ -459,7 +644,7 @@ async fn fixtures_replay_unchanged_whole_and_in_awkward_pieces() {
         ] {
             mock.push(reply);
             let response = client()
-                .post(wire.url(&mock))
+                .post(wire.url(&mock, stream))
                 .json(&wire.request(stream))
                 .send()
                 .await
@@ -490,12 +675,19 @@ async fn chunk_fixtures_are_framed_for_the_endpoint_hit() {
         .filter(|(_, path)| path.ends_with(".chunks.txt"))
     {
         mock.push(Reply::fixture(path.clone()).with_chunk_size(5));
-        let answer = post(&wire.url(&mock), &wire.request(true)).await;
+        let answer = post(&wire.url(&mock, true), &wire.request(true)).await;
         let chunks = String::from_utf8(fixture_bytes(&path)).unwrap();
+        let protocol = match wire {
+            Wire::Anthropic => Protocol::Anthropic,
+            Wire::OpenAi => Protocol::OpenAiChat,
+            Wire::Responses => Protocol::OpenAiResponses,
+            Wire::Gemini => Protocol::Gemini,
+        };
+        assert_eq!(answer.body, chunks_to_sse(protocol, &chunks), "{path}");
         let lines: Vec<&str> = chunks.lines().filter(|l| !l.trim().is_empty()).collect();
         let events = events(&answer.body);
         match wire {
-            Wire::Anthropic => {
+            Wire::Anthropic | Wire::Responses => {
                 assert_eq!(events.len(), lines.len(), "{path}");
                 for ((name, data), line) in events.iter().zip(&lines) {
                     let kind = serde_json::from_str::<Value>(line).unwrap()["type"].clone();
@@ -506,6 +698,12 @@ async fn chunk_fixtures_are_framed_for_the_endpoint_hit() {
             Wire::OpenAi => {
                 assert_eq!(events.len(), lines.len() + 1, "{path}");
                 assert_eq!(events.last().unwrap(), &(None, "[DONE]".to_owned()));
+                for ((name, data), line) in events.iter().zip(&lines) {
+                    assert_eq!((name, data.as_str()), (&None, *line), "{path}");
+                }
+            }
+            Wire::Gemini => {
+                assert_eq!(events.len(), lines.len(), "{path}");
                 for ((name, data), line) in events.iter().zip(&lines) {
                     assert_eq!((name, data.as_str()), (&None, *line), "{path}");
                 }
@@ -524,6 +722,14 @@ fn chunks_to_sse_follows_the_readme_rules() {
     assert_eq!(
         chunks_to_sse(Protocol::OpenAiChat, "{\"a\":1}\n"),
         "data: {\"a\":1}\n\ndata: [DONE]\n\n"
+    );
+    assert_eq!(
+        chunks_to_sse(
+            Protocol::OpenAiResponses,
+            "{\"type\":\"response.created\"}\n{\"type\":\"error\"}"
+        ),
+        "event: response.created\ndata: {\"type\":\"response.created\"}\n\n\
+         event: error\ndata: {\"type\":\"error\"}\n\n"
     );
     let gemini = "providers/gemini/stream-tool-call.chunks.txt";
     let chunks = String::from_utf8(fixture_bytes(gemini)).unwrap();
@@ -570,7 +776,7 @@ fn spawn_serves_synchronous_tests_and_stops_with_its_last_handle() {
         .build()
         .unwrap();
     let answer = runtime.block_on(post(
-        &Wire::Anthropic.url(&mock),
+        &Wire::Anthropic.url(&mock, false),
         &Wire::Anthropic.request(false),
     ));
     assert_eq!(answer.status, 200);
