@@ -158,21 +158,31 @@ impl ProviderError {
     }
 }
 
-/// What to tell the user for an HTTP status.
-pub(crate) fn status_hint(provider: &str, env_var: Option<&str>, status: u16) -> String {
+/// Error kinds that mean the key itself was refused, whatever the status (Google answers an
+/// invalid key with 400).
+const KEY_KINDS: [&str; 3] = ["API_KEY_INVALID", "authentication_error", "invalid_api_key"];
+
+/// What to tell the user for an HTTP error status and the provider's error kind.
+pub(crate) fn status_hint(
+    provider: &str,
+    env_var: Option<&str>,
+    status: u16,
+    kind: Option<&str>,
+) -> String {
+    let kind = kind.unwrap_or_default();
     match status {
-        401 | 403 => match env_var {
+        _ if status == 401 || status == 403 || KEY_KINDS.contains(&kind) => match env_var {
             Some(var) => format!(
                 "Check providers.{provider}.apiKey in config.json or the {var} environment variable"
             ),
             None => format!("Check providers.{provider}.apiKey in config.json"),
         },
+        _ if status == 402 || QUOTA_KINDS.contains(&kind) => format!(
+            "Out of credit or quota: check your plan and billing with {provider}; agents.defaults.fallbackModels can name a model to use meanwhile"
+        ),
         404 => format!("Check the model name and providers.{provider}.apiBase"),
         400 | 413 | 422 => "The provider rejected the request".to_owned(),
-        402 => "Out of credit: top up your account with the provider".to_owned(),
-        429 => {
-            "Rate limited or out of quota: wait a little, or check your plan's limits".to_owned()
-        }
+        429 => "Rate limited: wait a little, or check your plan's limits".to_owned(),
         _ if status >= 500 => "The provider is having trouble: try again later".to_owned(),
         _ => "Unexpected answer from the provider".to_owned(),
     }

@@ -182,9 +182,18 @@ impl WireFormat for Gemini {
             .find_map(|delay| delay.strip_suffix('s')?.parse::<f64>().ok())
             .filter(|secs| secs.is_finite() && *secs >= 0.0)
             .map(Duration::from_secs_f64);
+        // `google.rpc.ErrorInfo.reason` says more than the status (`API_KEY_INVALID` comes
+        // with a plain INVALID_ARGUMENT).
+        let reason = error["details"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|detail| detail["reason"].as_str());
         ErrorInfo {
             message: error["message"].as_str().map(str::to_owned),
-            kind: error["status"].as_str().map(str::to_owned),
+            kind: reason
+                .or_else(|| error["status"].as_str())
+                .map(str::to_owned),
             retry_after,
         }
     }

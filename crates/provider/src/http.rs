@@ -232,24 +232,13 @@ impl<W: WireFormat> HttpProvider<W> {
                 .filter(|secs| secs.is_finite() && *secs >= 0.0)
                 .map(Duration::from_secs_f64);
             let text = response.text().await.unwrap_or_default();
-            let info = serde_json::from_str::<Value>(&text)
-                .map(|body| self.wire.error_info(&body))
-                .unwrap_or_default();
-            let message = info
-                .message
-                .unwrap_or_else(|| text.chars().take(300).collect());
-            return Err(ProviderError::Status {
-                provider: endpoint.provider.clone(),
+            return Err(status_error(
+                &self.wire,
+                endpoint,
                 status,
-                message: redact(
-                    message.trim().trim_end_matches('.'),
-                    endpoint.api_key.as_deref(),
-                ),
-                kind: info.kind,
-                hint: status_hint(&endpoint.provider, endpoint.api_key_env, status),
-                attempts: 1,
-                retry_after: header_retry_after.or(info.retry_after),
-            });
+                &text,
+                header_retry_after,
+            ));
         }
         let is_json = response
             .headers()
@@ -302,6 +291,40 @@ impl<W: WireFormat> HttpProvider<W> {
             }
         }
         Ok(answer)
+    }
+}
+
+/// The error an HTTP error answer becomes: the provider's own message (its key redacted), its
+/// error kind, what to do, and when to come back if it said.
+pub(crate) fn status_error(
+    wire: &dyn WireFormat,
+    endpoint: &Endpoint,
+    status: u16,
+    body: &str,
+    header_retry_after: Option<Duration>,
+) -> ProviderError {
+    let info = serde_json::from_str::<Value>(body)
+        .map(|body| wire.error_info(&body))
+        .unwrap_or_default();
+    let message = info
+        .message
+        .unwrap_or_else(|| body.chars().take(300).collect());
+    ProviderError::Status {
+        provider: endpoint.provider.clone(),
+        status,
+        message: redact(
+            message.trim().trim_end_matches('.'),
+            endpoint.api_key.as_deref(),
+        ),
+        hint: status_hint(
+            &endpoint.provider,
+            endpoint.api_key_env,
+            status,
+            info.kind.as_deref(),
+        ),
+        kind: info.kind,
+        attempts: 1,
+        retry_after: header_retry_after.or(info.retry_after),
     }
 }
 

@@ -73,19 +73,20 @@ pub fn request_body(
     wire(protocol).body(&prepare::prepare(request, profile, provider), profile)
 }
 
-/// The provider error an HTTP error answer becomes, for tests of recorded error bodies.
+/// The provider error an HTTP error answer with `body` becomes, exactly as for a live call to
+/// a provider named `replay`. For tests of recorded error bodies.
 #[doc(hidden)]
-pub fn error_from_body(protocol: Protocol, status: u16, body: &serde_json::Value) -> ProviderError {
-    let info = wire(protocol).error_info(body);
-    ProviderError::Status {
+pub fn error_from_body(protocol: Protocol, status: u16, body: &str) -> ProviderError {
+    let endpoint = http::Endpoint {
         provider: "replay".to_owned(),
-        status,
-        message: info.message.unwrap_or_default(),
-        kind: info.kind,
-        hint: error::status_hint("replay", None, status),
-        attempts: 1,
-        retry_after: info.retry_after,
-    }
+        api_base: String::new(),
+        api_key: None,
+        api_key_env: None,
+        extra_headers: Vec::new(),
+        retry: RetryPolicy::default(),
+        profile: ModelProfile::GENERIC,
+    };
+    http::status_error(wire(protocol), &endpoint, status, body, None)
 }
 
 fn wire(protocol: Protocol) -> &'static dyn http::WireFormat {
