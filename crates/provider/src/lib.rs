@@ -7,12 +7,14 @@ mod error;
 mod gemini;
 mod http;
 mod openai;
+mod pricing;
 mod provider;
 mod registry;
 mod think;
 
 pub use error::ProviderError;
 pub use http::RetryPolicy;
+pub use pricing::{ModelPrice, ModelPricing, PRICES_AS_OF, PriceSource, model_pricing};
 pub use provider::{ChatRequest, ChatResponse, DeltaSink, LlmProvider, ProviderDelta};
 pub use registry::{
     PROVIDERS, Protocol, ProviderSpec, ResolvedModel, configured_providers, resolve_model, spec,
