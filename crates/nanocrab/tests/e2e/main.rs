@@ -10,3 +10,4 @@ mod policy_denials;
 mod provider_failures;
 mod sessions;
 mod tool_loop;
+mod usage;
