@@ -171,8 +171,14 @@ fn usage_as_json() {
 #[test]
 fn one_sessions_turns_archive_included() {
     let home = written_home();
-    insta::assert_snapshot!(stdout(&home, &["--session", "cli:default"]));
-    insta::assert_json_snapshot!(json_out(&home, &["--session", "cli:default", "--json"]));
+    insta::assert_snapshot!(
+        "session_table",
+        stdout(&home, &["--session", "cli:default"])
+    );
+    insta::assert_json_snapshot!(
+        "session_json",
+        json_out(&home, &["--session", "cli:default", "--json"])
+    );
 }
 
 #[test]
