@@ -300,7 +300,9 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
                 {
                     return Err(invalid(
                         &format!("providers.{name}.models.{model}.price.{field}"),
-                        format!("{value} is not a price; allowed: 0 or more (US$ per million tokens)"),
+                        format!(
+                            "{value} is not a price; allowed: 0 or more (US$ per million tokens)"
+                        ),
                     ));
                 }
             }
@@ -360,7 +362,9 @@ mod tests {
             "/h/config.json: `agents.defaults.fallbackModels.1`: \"gpt 4\" is not a model name; use provider/model (e.g. anthropic/claude-sonnet-4-5, openai/gpt-4.1, custom/qwen3)"
         );
         assert_eq!(
-            error(r#"{"providers": {"openai": {"models": {"gpt-4.1": {"price": {"input": -1, "output": 8}}}}}}"#),
+            error(
+                r#"{"providers": {"openai": {"models": {"gpt-4.1": {"price": {"input": -1, "output": 8}}}}}}"#
+            ),
             "/h/config.json: `providers.openai.models.gpt-4.1.price.input`: -1 is not a price; allowed: 0 or more (US$ per million tokens)"
         );
         assert_eq!(
