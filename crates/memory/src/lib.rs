@@ -2,8 +2,10 @@
 
 mod history;
 mod session_store;
+mod usage;
 
 pub use history::{estimate_tokens, window};
 pub use session_store::{
     Session, SessionEntry, SessionError, SessionMetadata, SessionStore, SessionSummary,
 };
+pub use usage::{ModelCall, TranscriptUsage, TurnUsage, read_usage};

@@ -236,27 +236,7 @@ impl SessionStore {
                 });
             }
         };
-        let mut metadata = None;
-        let mut entries = Vec::new();
-        for (index, line) in bytes.split(|b| *b == b'\n').enumerate() {
-            if line.trim_ascii().is_empty() {
-                continue;
-            }
-            if index == 0
-                && let Ok(meta) = serde_json::from_slice::<SessionMetadata>(line)
-            {
-                metadata = Some(meta);
-                continue;
-            }
-            match serde_json::from_slice::<SessionEntry>(line) {
-                Ok(entry) => entries.push(entry),
-                Err(err) => tracing::warn!(
-                    "{}:{}: skipping an unreadable line ({err})",
-                    path.display(),
-                    index + 1
-                ),
-            }
-        }
+        let (metadata, entries) = parse_transcript(&path, &bytes);
         Ok(Session {
             key: key.clone(),
             metadata,
@@ -467,6 +447,36 @@ impl SessionStore {
         })?;
         Ok(Some(target))
     }
+}
+
+/// The records of a transcript file's bytes. Lines that do not parse (a torn last line after
+/// a crash, a hand edit gone wrong) are skipped with a warning naming `path`, never fatal.
+pub(crate) fn parse_transcript(
+    path: &Path,
+    bytes: &[u8],
+) -> (Option<SessionMetadata>, Vec<SessionEntry>) {
+    let mut metadata = None;
+    let mut entries = Vec::new();
+    for (index, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        if index == 0
+            && let Ok(meta) = serde_json::from_slice::<SessionMetadata>(line)
+        {
+            metadata = Some(meta);
+            continue;
+        }
+        match serde_json::from_slice::<SessionEntry>(line) {
+            Ok(entry) => entries.push(entry),
+            Err(err) => tracing::warn!(
+                "{}:{}: skipping an unreadable line ({err})",
+                path.display(),
+                index + 1
+            ),
+        }
+    }
+    (metadata, entries)
 }
 
 fn ends_without_newline(path: &Path) -> bool {

@@ -27,6 +27,8 @@ pub enum Command {
     },
     /// Show the config, workspace, model and providers in use.
     Status,
+    /// Tokens and estimated cost per model and per session, from the transcripts.
+    Usage(UsageArgs),
     /// The LLM providers nanocrab knows.
     Providers {
         #[command(subcommand)]
@@ -53,6 +55,33 @@ pub struct AgentArgs {
     /// An image to send with the message (PNG, JPEG, GIF or WebP); repeat for several.
     #[arg(long = "image", value_name = "PATH")]
     pub images: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// One session's turns, one a line, its archived transcripts included.
+    #[arg(long, value_name = "KEY")]
+    pub session: Option<String>,
+    /// Only model calls from then on: YYYY-MM-DD (local midnight) or an RFC 3339 timestamp.
+    #[arg(long, value_name = "DATE", value_parser = parse_since)]
+    pub since: Option<jiff::Timestamp>,
+    /// Print one JSON object with the same figures.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_since(text: &str) -> Result<jiff::Timestamp, String> {
+    if let Ok(date) = jiff::civil::Date::strptime("%Y-%m-%d", text) {
+        return date
+            .to_zoned(jiff::tz::TimeZone::system())
+            .map(|midnight| midnight.timestamp())
+            .map_err(|err| err.to_string());
+    }
+    text.parse().map_err(|_| {
+        "expected a date (2025-01-31, from local midnight) or an RFC 3339 timestamp \
+         (2025-01-31T09:00:00Z)"
+            .to_owned()
+    })
 }
 
 #[derive(Debug, Subcommand)]

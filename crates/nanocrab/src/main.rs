@@ -41,6 +41,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent(args) => commands::agent::run(&env, args),
         Command::Sessions { command } => commands::sessions::run(&env, command),
         Command::Status => commands::status::run(&env),
+        Command::Usage(args) => commands::usage::run(&env, args),
         Command::Providers {
             command: ProvidersCommand::List,
         } => commands::status::providers(&env),

@@ -10,6 +10,7 @@ mod gemini;
 mod http;
 mod openai;
 mod prepare;
+mod pricing;
 mod profile;
 mod provider;
 mod registry;
@@ -20,6 +21,7 @@ mod think;
 pub use error::ProviderError;
 pub use failover::{Fallback, ModelChain};
 pub use http::RetryPolicy;
+pub use pricing::{ModelPrice, ModelPricing, PRICES_AS_OF, PriceSource, model_pricing};
 pub use profile::{
     MaxTokensField, ModelProfile, ModelRule, ProfilePatch, ReasoningEcho, Temperature,
     ToolCallContent, ToolCallIds,

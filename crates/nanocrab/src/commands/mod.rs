@@ -5,6 +5,7 @@ pub mod agent;
 pub mod onboard;
 pub mod sessions;
 pub mod status;
+pub mod usage;
 
 use std::path::PathBuf;
 

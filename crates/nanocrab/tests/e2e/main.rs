@@ -12,3 +12,4 @@ mod provider_failures;
 mod providers;
 mod sessions;
 mod tool_loop;
+mod usage;
