@@ -198,6 +198,8 @@ struct AnthropicStream {
     usage: Usage,
     stop_reason: Option<String>,
     think: ThinkFilter,
+    /// Reasoning the model wrote in its text inside `<thinking>` tags (Claude 3), unsigned.
+    tag_reasoning: String,
 }
 
 fn read_usage(usage: &Value, into: &mut Usage) {
@@ -272,6 +274,7 @@ impl StreamState for AnthropicStream {
                             deltas.push(ProviderDelta::Text(answer));
                         }
                         if !reasoning.is_empty() {
+                            self.tag_reasoning.push_str(&reasoning);
                             deltas.push(ProviderDelta::Reasoning(reasoning));
                         }
                     }
@@ -328,8 +331,16 @@ impl StreamState for AnthropicStream {
         let Some(stop_reason) = self.stop_reason.take() else {
             return Ok(None);
         };
-        let tail = self.think.flush(deltas);
+        let (tail, tail_reasoning) = self.think.flush(deltas);
+        self.tag_reasoning.push_str(&tail_reasoning);
         let mut content = Vec::new();
+        if !self.tag_reasoning.is_empty() {
+            content.push(ContentBlock::Thinking {
+                thinking: std::mem::take(&mut self.tag_reasoning),
+                signature: None,
+                origin: None,
+            });
+        }
         for block in std::mem::take(&mut self.blocks).into_values() {
             match block {
                 Block::Text(text) if text.is_empty() => {}

@@ -392,9 +392,12 @@ impl StreamState for GeminiStream {
         let Some(finish_reason) = self.finish_reason.take() else {
             return Ok(None);
         };
-        let tail = self.think.flush(deltas);
-        if !tail.is_empty() {
-            self.push_text(&tail);
+        let (answer, reasoning) = self.think.flush(deltas);
+        if !reasoning.is_empty() {
+            self.push_reasoning(&reasoning);
+        }
+        if !answer.is_empty() {
+            self.push_text(&answer);
         }
         if let Some(done) = self.streaming.take() {
             self.push_call(done.name, Value::Object(done.args));

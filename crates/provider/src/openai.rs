@@ -341,8 +341,9 @@ impl StreamState for OpenAiStream {
         let Some(finish_reason) = self.finish_reason.take() else {
             return Ok(None);
         };
-        let tail = self.think.flush(deltas);
-        self.text.push_str(&tail);
+        let (answer, reasoning) = self.think.flush(deltas);
+        self.text.push_str(&answer);
+        self.reasoning.push_str(&reasoning);
         let mut content = Vec::new();
         if !self.reasoning.is_empty() {
             content.push(ContentBlock::Thinking {

@@ -1,14 +1,19 @@
-/// Splits `<think>...</think>` out of streamed text: what is inside is reasoning, the rest is
-/// the answer. Tags may arrive split across deltas, so a partial tag at the end of a delta is
-/// held back until the next one decides it.
+/// Splits reasoning out of streamed text: what is inside `<think>...</think>` (DeepSeek R1,
+/// Qwen, MiniMax and most local reasoning models) or `<thinking>...</thinking>` (Claude 3 when
+/// it reasons before a tool call) is reasoning, the rest is the answer. Tags may arrive split
+/// across deltas, so a partial tag at the end of a delta is held back until the next one
+/// decides it.
 #[derive(Debug, Default)]
 pub(crate) struct ThinkFilter {
-    inside: bool,
+    /// The closing tag awaited, while inside a reasoning span.
+    inside: Option<&'static str>,
+    /// A reasoning span just closed: the blank lines models put after it are not the answer.
+    after_close: bool,
     held: String,
 }
 
-const OPEN: &str = "<think>";
-const CLOSE: &str = "</think>";
+/// Opening tags and their closing tags. Neither opening tag is a prefix of the other.
+const TAGS: [(&str, &str); 2] = [("<think>", "</think>"), ("<thinking>", "</thinking>")];
 
 impl ThinkFilter {
     /// Returns (answer text, reasoning text) released by this delta.
@@ -18,54 +23,78 @@ impl ThinkFilter {
         let (mut answer, mut reasoning) = (String::new(), String::new());
         let mut rest = text.as_str();
         loop {
-            let tag = if self.inside { CLOSE } else { OPEN };
-            let out = if self.inside {
-                &mut reasoning
-            } else {
-                &mut answer
+            let (out, found, candidates): (&mut String, _, Vec<&str>) = match self.inside {
+                Some(close) => (
+                    &mut reasoning,
+                    rest.find(close).map(|at| (at, close.len(), None)),
+                    vec![close],
+                ),
+                None => (
+                    &mut answer,
+                    TAGS.iter()
+                        .filter_map(|(open, close)| {
+                            rest.find(open).map(|at| (at, open.len(), Some(*close)))
+                        })
+                        .min_by_key(|(at, _, _)| *at),
+                    TAGS.iter().map(|(open, _)| *open).collect(),
+                ),
             };
-            if let Some(at) = rest.find(tag) {
-                out.push_str(&rest[..at]);
-                rest = &rest[at + tag.len()..];
-                self.inside = !self.inside;
+            if let Some((at, len, next)) = found {
+                self.emit(out, &rest[..at]);
+                rest = &rest[at + len..];
+                self.after_close = next.is_none();
+                self.inside = next;
                 continue;
             }
-            // Hold back the longest suffix that could still become the tag.
-            let keep = (1..tag.len())
-                .rev()
-                .find(|&n| {
-                    rest.len() >= n
-                        && rest.is_char_boundary(rest.len() - n)
-                        && tag.starts_with(&rest[rest.len() - n..])
+            // Hold back the longest suffix that could still become a tag.
+            let keep = candidates
+                .iter()
+                .filter_map(|tag| {
+                    (1..tag.len()).rev().find(|&n| {
+                        rest.len() >= n
+                            && rest.is_char_boundary(rest.len() - n)
+                            && tag.starts_with(&rest[rest.len() - n..])
+                    })
                 })
+                .max()
                 .unwrap_or(0);
-            out.push_str(&rest[..rest.len() - keep]);
+            self.emit(out, &rest[..rest.len() - keep]);
             self.held = rest[rest.len() - keep..].to_owned();
             break;
         }
         (answer, reasoning)
     }
 
-    /// At the end of the stream: pushes whatever was held back as deltas and returns the
-    /// answer part of it, for the adapter to add to its text.
-    pub fn flush(&mut self, deltas: &mut Vec<crate::provider::ProviderDelta>) -> String {
+    fn emit(&mut self, out: &mut String, text: &str) {
+        let text = if self.after_close && self.inside.is_none() {
+            let trimmed = text.trim_start();
+            self.after_close = trimmed.is_empty();
+            trimmed
+        } else {
+            text
+        };
+        out.push_str(text);
+    }
+
+    /// At the end of the stream: pushes whatever was held back as deltas and returns it as
+    /// (answer, reasoning), for the adapter to add to its content.
+    pub fn flush(&mut self, deltas: &mut Vec<crate::provider::ProviderDelta>) -> (String, String) {
         let (answer, reasoning) = self.finish();
         if !answer.is_empty() {
             deltas.push(crate::provider::ProviderDelta::Text(answer.clone()));
         }
         if !reasoning.is_empty() {
-            deltas.push(crate::provider::ProviderDelta::Reasoning(reasoning));
+            deltas.push(crate::provider::ProviderDelta::Reasoning(reasoning.clone()));
         }
-        answer
+        (answer, reasoning)
     }
 
     /// Releases whatever was held back at the end of the stream.
     fn finish(&mut self) -> (String, String) {
         let held = std::mem::take(&mut self.held);
-        if self.inside {
-            (String::new(), held)
-        } else {
-            (held, String::new())
+        match self.inside {
+            Some(_) => (String::new(), held),
+            None => (held, String::new()),
         }
     }
 }
@@ -90,6 +119,10 @@ mod tests {
     #[test]
     fn tags_split_across_deltas_are_recognised() {
         let expected = ("Hello!".to_owned(), "the user greets me".to_owned());
+        assert_eq!(
+            run(&["<think>the user greets me</think>", "\n", "\nHello!"]),
+            expected
+        );
         assert_eq!(run(&["<think>the user greets me</think>Hello!"]), expected);
         assert_eq!(
             run(&["<th", "ink>the user ", "greets me</thi", "nk>Hel", "lo!"]),
@@ -102,6 +135,25 @@ mod tests {
         assert_eq!(
             run(&["ends with <thi"]),
             ("ends with <thi".to_owned(), String::new())
+        );
+    }
+
+    #[test]
+    fn claude_3_thinking_tags_are_reasoning_too_and_each_tag_closes_only_its_own() {
+        assert_eq!(
+            run(&[
+                "<thin",
+                "king>\nI need the tool.\n</thin",
+                "king>\n\nOkay, updating."
+            ]),
+            (
+                "Okay, updating.".to_owned(),
+                "\nI need the tool.\n".to_owned()
+            )
+        );
+        assert_eq!(
+            run(&["<think>a </thinking> b</think>c"]),
+            ("c".to_owned(), "a </thinking> b".to_owned())
         );
     }
 }
