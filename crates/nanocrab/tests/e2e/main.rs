@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod answers;
 mod config_errors;
 mod gemini;
 mod images;

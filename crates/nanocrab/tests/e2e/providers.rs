@@ -423,3 +423,79 @@ fn providers_list_shows_every_provider_and_warns_about_a_misplaced_key() {
     assert!(!stdout.contains("sk-or-v1-0123456789"), "{stdout}");
     insta::assert_snapshot!(stdout);
 }
+
+#[test]
+fn openai_over_the_responses_api_keeps_reasoning_encrypted_and_sends_it_back() {
+    let home = Home::new(Wire::OpenAi);
+    let mut config = home.base_config();
+    config["agents"]["defaults"]["model"] = json!("openai/o4-mini");
+    config["providers"]["openai"]["api"] = json!("openai-responses");
+    home.write_config(config);
+    home.mock.push(Reply::parts(vec![
+        Part::Thinking("Write the list first.".into()),
+        write_todo(),
+    ]));
+    home.mock.push(Reply::text("Done."));
+
+    assert_eq!(home.ask("make a todo list"), "Done.\n");
+    assert_eq!(
+        std::fs::read_to_string(home.workspace().join("todo.md")).unwrap(),
+        "- [ ] milk\n"
+    );
+    let requests = home.requests();
+    let first = &requests[0];
+    assert_eq!(first.path, "/v1/responses");
+    assert_eq!(
+        first.headers["authorization"],
+        format!("Bearer {SECRET_KEY}")
+    );
+    assert_eq!(
+        (&first.body["store"], &first.body["include"]),
+        (&json!(false), &json!(["reasoning.encrypted_content"]))
+    );
+    assert!(first.body.get("temperature").is_none(), "a reasoning model");
+    // The reasoning item goes back with its encrypted content, before the call it led to, and
+    // the result answers the call by its id.
+    let input = requests[1].body["input"].as_array().unwrap().clone();
+    let kinds: Vec<&str> = input
+        .iter()
+        .map(|item| item["type"].as_str().unwrap_or("message"))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "message",
+            "reasoning",
+            "function_call",
+            "function_call_output"
+        ]
+    );
+    let encrypted = first_response_encrypted(&home);
+    assert_eq!(input[1]["encrypted_content"], encrypted);
+    assert_eq!(input[1]["summary"][0]["text"], "Write the list first.");
+    assert_eq!(input[3]["call_id"], "call_todo_1");
+}
+
+/// The encrypted reasoning of the first answer, as the transcript keeps it: the signature of
+/// a thinking block that only OpenAI may get back.
+fn first_response_encrypted(home: &Home) -> Value {
+    let answer: Value = home
+        .transcript()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|entry| entry["role"] == "assistant")
+        .unwrap();
+    assert_eq!(answer["content"][0]["origin"], "openai");
+    answer["content"][0]["signature"].clone()
+}
+
+#[test]
+fn openai_codex_models_go_over_the_responses_api_by_themselves() {
+    let home = Home::new(Wire::OpenAi);
+    let mut config = home.base_config();
+    config["agents"]["defaults"]["model"] = json!("openai/gpt-5-codex");
+    home.write_config(config);
+    home.mock.push(Reply::text("Hi."));
+    assert_eq!(home.ask("hello"), "Hi.\n");
+    assert_eq!(home.requests()[0].path, "/v1/responses");
+}
