@@ -163,3 +163,50 @@ fn a_server_that_ignores_stream_and_answers_with_json_is_understood() {
         "I'm very sorry, but I can't assist with that.\n"
     );
 }
+
+#[test]
+fn an_overload_in_the_middle_of_an_answer_goes_to_the_fallback_or_is_reported() {
+    // Anthropic's `event: error` with `overloaded_error` after the first words: retrying would
+    // repeat them, so the answer comes from the fallback, from the start.
+    let home = Home::new(Wire::Anthropic);
+    home.write_config(json!({
+        "version": 1,
+        "agents": {"defaults": {
+            "model": "anthropic/claude-sonnet-4-5",
+            "fallbackModels": ["openai/gpt-4.1"],
+            "workspace": home.workspace(),
+        }},
+        "providers": {
+            "openai": {"apiKey": crate::harness::SECRET_KEY, "apiBase": home.mock.openai_base()},
+            "anthropic": {"apiKey": crate::harness::SECRET_KEY, "apiBase": home.mock.anthropic_base()},
+        },
+    }));
+    home.mock.push(Reply::stream_error_after("The answer is"));
+    home.mock.push(Reply::text("The answer is 42."));
+    let run = home.agent("what is the answer?", &[]);
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.stdout, "The answer is 42.\n");
+    assert!(
+        run.stderr.contains(
+            "↻ anthropic/claude-sonnet-4-5 failed (anthropic: overloaded_error: Overloaded); trying openai/gpt-4.1"
+        ),
+        "{}",
+        run.stderr
+    );
+
+    let home = Home::new(Wire::Anthropic);
+    home.mock.push(Reply::stream_error_after("The answer is"));
+    let run = home.agent("what is the answer?", &[]);
+    assert!(!run.success);
+    assert!(
+        run.stderr
+            .contains("error: anthropic: overloaded_error: Overloaded"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        home.requests().len(),
+        1,
+        "words already shown are never repeated"
+    );
+}
