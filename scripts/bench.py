@@ -6,7 +6,8 @@
 Builds release binaries, onboards a fresh NANOCRAB_HOME in a temp dir, then runs
 `nanocrab agent -m hello` N times against `mock-llm` (nanocrab-testkit) for each wire protocol
 and reports wall time, peak RSS, binary size and the size of the first request (system prompt,
-messages and tool schemas, in characters). Nothing leaves 127.0.0.1.
+messages and tool schemas, in characters). Then times `nanocrab usage` over a year of
+generated transcripts. Nothing leaves 127.0.0.1.
 """
 import argparse
 import json
@@ -83,14 +84,20 @@ def main():
                 config["providers"] = {provider: {"apiKey": "bench-key", "apiBase": base}}
                 config_path.write_text(json.dumps(config, indent=2))
 
-                record.write_text("")
+                # The mock appends every request to the record a little after answering it:
+                # count what is there, and wait for this provider's requests to follow.
+                recorded_before = len(record.read_text().splitlines()) if record.exists() else 0
                 times, rss = [], []
                 for i in range(args.runs):
                     elapsed, peak = run_measured(
                         [str(nanocrab), "agent", "-m", "hello", "--session", f"bench:{i}"], env)
                     times.append(elapsed * 1000)
                     rss.append(peak)
-                first = json.loads(record.read_text().splitlines()[0])
+                lines = record.read_text().splitlines() if record.exists() else []
+                while len(lines) < recorded_before + args.runs:
+                    time.sleep(0.05)
+                    lines = record.read_text().splitlines()
+                first = json.loads(lines[recorded_before])
                 sizes = request_size(first["body"])
                 print(f"\n[{provider}] `nanocrab agent -m hello`, {args.runs} runs, fresh session each")
                 print(f"  wall time  median {statistics.median(times):6.1f} ms   min {min(times):6.1f} ms")
@@ -100,6 +107,37 @@ def main():
         finally:
             mock.terminate()
             mock.wait()
+        usage_over_many_transcripts(nanocrab, tmp)
+
+
+def usage_over_many_transcripts(nanocrab, tmp, sessions=365, turns=20):
+    """`nanocrab usage` reads every transcript: time it over a busy year of them."""
+    home = tmp / "usage"
+    sessions_dir = home / "sessions"
+    sessions_dir.mkdir(parents=True)
+    models = ["anthropic/claude-sonnet-4-5", "openai/gpt-4.1-mini", "ollama/qwen3"]
+    for day in range(sessions):
+        lines = [json.dumps({"_type": "metadata", "key": f"bench:{day}",
+                             "createdAt": "2026-01-01T00:00:00Z", "version": 1})]
+        for turn in range(turns):
+            stamp = f"2026-01-01T{turn % 24:02d}:00:00Z"
+            lines.append(json.dumps({"role": "user", "timestamp": stamp,
+                                     "content": [{"type": "text", "text": "question " * 20}]}))
+            lines.append(json.dumps({
+                "role": "assistant", "timestamp": stamp, "model": models[turn % 3],
+                "usage": {"input_tokens": 1200, "output_tokens": 300, "cache_read_tokens": 4000},
+                "content": [{"type": "text", "text": "answer " * 60}]}))
+        (sessions_dir / f"bench:{day}.jsonl").write_text("\n".join(lines) + "\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "NANOCRAB_HOME": str(home)}
+    times, rss = [], []
+    for _ in range(5):
+        elapsed, peak = run_measured([str(nanocrab), "usage"], env)
+        times.append(elapsed * 1000)
+        rss.append(peak)
+    calls = sessions * turns
+    print(f"\n`nanocrab usage` over {sessions} transcripts, {calls} answers, 5 runs")
+    print(f"  wall time  median {statistics.median(times):6.1f} ms   min {min(times):6.1f} ms")
+    print(f"  peak RSS   median {statistics.median(rss):6.1f} MB")
 
 
 if __name__ == "__main__":
