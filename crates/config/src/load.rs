@@ -270,6 +270,21 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
             ));
         }
     }
+    if config.memory.max_results == 0 {
+        return Err(invalid(
+            "memory.maxResults",
+            "0 is too small; allowed: at least 1".to_owned(),
+        ));
+    }
+    if !(0.0..1.0).contains(&config.memory.min_score) {
+        return Err(invalid(
+            "memory.minScore",
+            format!(
+                "{} is out of range; allowed: 0 up to (not including) 1",
+                config.memory.min_score
+            ),
+        ));
+    }
     if config.tools.exec.timeout == 0 {
         return Err(invalid(
             "tools.exec.timeout",

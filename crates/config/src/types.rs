@@ -28,6 +28,8 @@ pub struct Config {
     pub channels: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     pub gateway: GatewayConfig,
+    #[serde(default)]
+    pub memory: MemoryConfig,
 }
 
 impl Default for Config {
@@ -39,8 +41,35 @@ impl Default for Config {
             tools: ToolsConfig::default(),
             channels: BTreeMap::new(),
             gateway: GatewayConfig::default(),
+            memory: MemoryConfig::default(),
         }
     }
+}
+
+/// Searching the memory files (`memory/`) and documents (`knowledge/`) of the workspace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Results a search returns at most (`memory_search`, `nanocrab memory search`).
+    #[serde(default = "default_max_results")]
+    pub max_results: u32,
+    /// Results scoring below this are left out; 0 to 1, relative to the best result of the
+    /// search (1.0).
+    #[serde(default)]
+    pub min_score: f64,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            max_results: default_max_results(),
+            min_score: 0.0,
+        }
+    }
+}
+
+fn default_max_results() -> u32 {
+    6
 }
 
 fn default_version() -> u32 {

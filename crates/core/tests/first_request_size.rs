@@ -2,7 +2,7 @@
 //! replaces complain most about token cost (nanobot sends ~33,000 characters for "hello").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use nanocrab_config::ToolsConfig;
+use nanocrab_config::{MemoryConfig, ToolsConfig};
 use nanocrab_core::{ContextBuilder, RuntimeInfo, workspace::write_templates};
 use nanocrab_schema::LlmMessage;
 
@@ -10,8 +10,14 @@ use nanocrab_schema::LlmMessage;
 fn hello_with_the_default_workspace_and_tools_is_under_10000_characters() {
     let dir = tempfile::tempdir().unwrap();
     write_templates(dir.path()).unwrap();
-    let tools =
-        nanocrab_tools::builtin_registry(&ToolsConfig::default(), dir.path(), None).unwrap();
+    let tools = nanocrab_tools::builtin_registry(
+        &ToolsConfig::default(),
+        &MemoryConfig::default(),
+        dir.path(),
+        &dir.path().join("state/memory-index.sqlite"),
+        None,
+    )
+    .unwrap();
     let runtime = RuntimeInfo {
         now: "2026-11-22T14:05:00+01:00[Europe/Berlin]".parse().unwrap(),
         os: "linux x86_64".into(),

@@ -1,10 +1,15 @@
-//! Memory on disk: session transcripts and the history window sent to the model.
+//! Memory on disk: session transcripts and the history window sent to the model, and the
+//! search index over the user's memory files and documents.
 
+mod chunker;
 mod history;
+mod index;
 mod session_store;
 mod usage;
 
+pub use chunker::{Chunk, chunk_markdown};
 pub use history::{estimate_tokens, window};
+pub use index::{IndexError, IndexStatus, MemoryIndex, SearchHit, SyncReport};
 pub use session_store::{
     Session, SessionEntry, SessionError, SessionMetadata, SessionStore, SessionSummary,
 };

@@ -34,6 +34,11 @@ pub enum Command {
         #[command(subcommand)]
         command: ProvidersCommand,
     },
+    /// Search and index the memory files (memory/) and documents (knowledge/).
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
     /// Config file helpers.
     Config {
         #[command(subcommand)]
@@ -104,6 +109,28 @@ pub enum ProvidersCommand {
     /// Every known provider: wire protocol, default endpoint, key variable, and whether it is
     /// configured.
     List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Search memory and documents; the index is brought up to date first.
+    Search {
+        query: String,
+        /// Results at most (default: memory.maxResults).
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Print the results as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring the index up to date with the files, or build it anew.
+    Index {
+        /// Build a new index from the files and swap it in.
+        #[arg(long)]
+        rebuild: bool,
+    },
+    /// What the index holds.
+    Status,
 }
 
 #[derive(Debug, Subcommand)]

@@ -45,6 +45,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Providers {
             command: ProvidersCommand::List,
         } => commands::status::providers(&env),
+        Command::Memory { command } => commands::memory::run(&env, command),
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

@@ -4,12 +4,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nanocrab_config::ToolsConfig;
+use nanocrab_config::{MemoryConfig, ToolsConfig};
 use nanocrab_policy::{ExecPolicy, ExecPolicyError, PathGuard, PathGuardError};
 
 use crate::edit_file::EditFileTool;
 use crate::exec::ExecTool;
 use crate::list_dir::ListDirTool;
+use crate::memory_get::MemoryGetTool;
+use crate::memory_search::MemorySearchTool;
 use crate::read_file::ReadFileTool;
 use crate::registry::ToolRegistry;
 use crate::write_file::WriteFileTool;
@@ -24,11 +26,14 @@ pub enum ToolSetupError {
     ZeroTimeout,
 }
 
-/// read_file, write_file, edit_file, list_dir and exec, in that order, under `config`'s
-/// policy. `exec` children get the allowed variables of this process's environment.
+/// read_file, write_file, edit_file, list_dir, exec, memory_search and memory_get, in that
+/// order, under `config`'s policy. `exec` children get the allowed variables of this process's
+/// environment. `memory_index` is the search index's database file.
 pub fn builtin_registry(
     config: &ToolsConfig,
+    memory: &MemoryConfig,
     workspace: &Path,
+    memory_index: &Path,
     home: Option<&Path>,
 ) -> Result<ToolRegistry, ToolSetupError> {
     if config.exec.timeout == 0 {
@@ -42,10 +47,17 @@ pub fn builtin_registry(
     registry.register(Arc::new(EditFileTool::new(Arc::clone(&guard))));
     registry.register(Arc::new(ListDirTool::new(Arc::clone(&guard))));
     registry.register(Arc::new(ExecTool::new(
-        guard,
+        Arc::clone(&guard),
         policy,
         Duration::from_secs(config.exec.timeout),
         std::env::vars_os(),
     )));
+    registry.register(Arc::new(MemorySearchTool::new(
+        memory_index.to_path_buf(),
+        guard.workspace().to_path_buf(),
+        memory.max_results as usize,
+        memory.min_score,
+    )));
+    registry.register(Arc::new(MemoryGetTool::new(guard)));
     Ok(registry)
 }

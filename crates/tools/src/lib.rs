@@ -1,5 +1,6 @@
 //! Tools the agent can call, and the built-in set: read_file, write_file, edit_file,
-//! list_dir and exec, each checked by nanocrab-policy before it touches anything.
+//! list_dir, exec, memory_search and memory_get, each checked by nanocrab-policy before it
+//! touches anything.
 
 mod arguments;
 mod atomic_write;
@@ -7,6 +8,8 @@ mod builtin;
 mod edit_file;
 mod exec;
 mod list_dir;
+mod memory_get;
+mod memory_search;
 mod read_file;
 mod registry;
 mod tool;
@@ -16,6 +19,8 @@ pub use builtin::{ToolSetupError, builtin_registry};
 pub use edit_file::EditFileTool;
 pub use exec::{ExecTool, MAX_OUTPUT_CHARS, PASSED_ENV_VARS};
 pub use list_dir::{ListDirTool, MAX_ENTRIES};
+pub use memory_get::MemoryGetTool;
+pub use memory_search::MemorySearchTool;
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
 pub use registry::ToolRegistry;
 pub use tool::{Tool, ToolContext, ToolError};

@@ -1,22 +1,37 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The tool definitions sent to the model: exact content, and small enough for a lean request.
 
-use nanocrab_config::ToolsConfig;
+use nanocrab_config::{MemoryConfig, ToolsConfig};
 use nanocrab_tools::builtin_registry;
 
 #[test]
 fn default_definitions_are_short_and_stable() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = builtin_registry(&ToolsConfig::default(), dir.path(), None).unwrap();
+    let registry = builtin_registry(
+        &ToolsConfig::default(),
+        &MemoryConfig::default(),
+        dir.path(),
+        &dir.path().join("state/memory-index.sqlite"),
+        None,
+    )
+    .unwrap();
     assert_eq!(
         registry.names(),
-        ["read_file", "write_file", "edit_file", "list_dir", "exec"]
+        [
+            "read_file",
+            "write_file",
+            "edit_file",
+            "list_dir",
+            "exec",
+            "memory_search",
+            "memory_get"
+        ]
     );
     let definitions = registry.definitions();
     let serialized = serde_json::to_string(&definitions).unwrap();
     assert!(
-        serialized.len() < 2200,
-        "tool definitions take {} chars; keep them under 2,200",
+        serialized.len() < 2600,
+        "tool definitions take {} chars; keep them under 2,600",
         serialized.len()
     );
     insta::assert_json_snapshot!(definitions);

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use nanocrab_config::ToolsConfig;
+use nanocrab_config::{MemoryConfig, ToolsConfig};
 use nanocrab_schema::{ToolCall, ToolResult};
 use nanocrab_tools::{ToolContext, ToolRegistry, builtin_registry};
 use pretty_assertions::assert_eq;
@@ -24,7 +24,14 @@ impl Fixture {
         std::fs::create_dir_all(root.join("outside")).unwrap();
         std::fs::write(root.join("outside/secret"), "s").unwrap();
         std::os::unix::fs::symlink(root.join("outside"), root.join("ws/link_dir")).unwrap();
-        let tools = builtin_registry(&config, &root.join("ws"), Some(&root.join("home"))).unwrap();
+        let tools = builtin_registry(
+            &config,
+            &MemoryConfig::default(),
+            &root.join("ws"),
+            &root.join("state/memory-index.sqlite"),
+            Some(&root.join("home")),
+        )
+        .unwrap();
         Self {
             _dir: dir,
             root,
@@ -349,4 +356,80 @@ async fn list_dir_caps_long_listings() {
         "f0499\n[... 10 more entries; showing the first 500 of 510. Use exec with ls or grep to \
          narrow it down.]"
     ));
+}
+
+#[tokio::test]
+async fn a_note_written_by_the_agent_is_found_by_memory_search_and_read_by_memory_get() {
+    let fx = Fixture::new(ToolsConfig::default());
+    assert_eq!(
+        fx.call("memory_search", json!({"query": "dentist"})).await,
+        ToolResult::ok(
+            "call_1",
+            "No memory matches \"dentist\". Try other words, or read memory/MEMORY.md."
+        )
+    );
+    fx.call(
+        "write_file",
+        json!({"path": "memory/MEMORY.md", "content": "# People\n- Ada: sister, Lisbon.\n\n# Health\n- Dentist: Dr. Okafor, every March.\n"}),
+    )
+    .await;
+    assert_eq!(
+        fx.call(
+            "memory_search",
+            json!({"query": "when is my dentist?", "limit": 3})
+        )
+        .await
+        .content,
+        "1. memory/MEMORY.md:4-5 (score 1.00)\n# Health\n- Dentist: Dr. Okafor, every March."
+    );
+    assert_eq!(
+        fx.call(
+            "memory_get",
+            json!({"path": "memory/MEMORY.md", "start_line": 4, "end_line": 9})
+        )
+        .await,
+        ToolResult::ok(
+            "call_1",
+            "memory/MEMORY.md:4-5\n# Health\n- Dentist: Dr. Okafor, every March."
+        )
+    );
+    assert_eq!(
+        fx.call(
+            "memory_get",
+            json!({"path": "memory/MEMORY.md", "end_line": 1})
+        )
+        .await,
+        ToolResult::ok(
+            "call_1",
+            "memory/MEMORY.md:1-1\n# People\n[lines 2-5 not shown]"
+        )
+    );
+}
+
+#[tokio::test]
+async fn memory_get_reads_only_memory_files_and_documents() {
+    let fx = Fixture::new(ToolsConfig::default());
+    std::fs::write(fx.ws().join("notes/plan.md"), "plan").unwrap();
+    assert_eq!(
+        fx.call("memory_get", json!({"path": "notes/plan.md"}))
+            .await,
+        ToolResult::error(
+            "call_1",
+            "Error: notes/plan.md is not a memory file or document: memory_get reads memory/ and knowledge/ (use read_file for other files)"
+        )
+    );
+    // A memory path that leaves the workspace is refused by the path guard first.
+    assert_eq!(
+        fx.call("memory_get", json!({"path": "memory/../../outside/secret"}))
+            .await,
+        fx.outside("read", "memory/../../outside/secret", "outside/secret")
+    );
+    assert!(
+        fx.call(
+            "memory_get",
+            json!({"path": "memory/MEMORY.md", "start_line": 0})
+        )
+        .await
+        .is_error
+    );
 }

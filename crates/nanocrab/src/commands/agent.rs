@@ -57,8 +57,13 @@ fn build_agent(env: &Env, model_flag: Option<&str>) -> anyhow::Result<Agent> {
         .enumerate()
         .map(|(i, model)| resolve(model, &format!("agents.defaults.fallbackModels.{i}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let tools =
-        nanocrab_tools::builtin_registry(&config.tools, &workspace, env.user_home.as_deref())?;
+    let tools = nanocrab_tools::builtin_registry(
+        &config.tools,
+        &config.memory,
+        &workspace,
+        &env.paths.memory_index(),
+        env.user_home.as_deref(),
+    )?;
     Ok(Agent::new(
         ModelChain::new(primary, fallbacks),
         tools,

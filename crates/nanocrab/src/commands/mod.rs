@@ -2,6 +2,7 @@
 //! config is loaded.
 
 pub mod agent;
+pub mod memory;
 pub mod onboard;
 pub mod sessions;
 pub mod status;

@@ -7,6 +7,7 @@ mod answers;
 mod config_errors;
 mod gemini;
 mod images;
+mod memory;
 mod onboard;
 mod policy_denials;
 mod provider_failures;

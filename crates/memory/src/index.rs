@@ -1,0 +1,514 @@
+//! The memory search index: the user's memory files and documents, chunked, in SQLite with
+//! FTS5 (BM25). The files are the truth; the index is rebuilt from them at any time and kept
+//! up to date by a cheap check (size and modification time, then content hash) before every
+//! search, so edits made by hand or by the agent are found at once.
+//!
+//! The index has a database file of its own (`state/memory-index.sqlite`): a rebuild writes a
+//! new file and renames it over the old one, which must never take anything that cannot be
+//! rebuilt (the audit log) with it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+use sha2::{Digest as _, Sha256};
+
+use crate::chunker::chunk_markdown;
+
+/// Bumped when the tables change; an index of another version is rebuilt.
+const SCHEMA_VERSION: i64 = 1;
+/// What a search hit shows of its chunk.
+const SNIPPET_CHARS: usize = 700;
+/// Words of a query used at most; more add nothing to BM25 but time.
+const MAX_QUERY_TERMS: usize = 32;
+
+/// Folders of the workspace that are indexed, and the file endings read in each.
+const SOURCES: [(&str, &[&str]); 2] = [
+    ("memory", &["md"]),
+    ("knowledge", &["md", "markdown", "txt"]),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("memory index {}: {source}", path.display())]
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What one sync changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    pub files: usize,
+    pub added: usize,
+    pub changed: usize,
+    pub removed: usize,
+    pub chunks: usize,
+    pub elapsed: Duration,
+}
+
+/// One search result: where, what, and how well it matched.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchHit {
+    /// Relative to the workspace, with `/`.
+    pub path: String,
+    pub start_line: usize,
+    pub end_line: usize,
+    pub heading: String,
+    pub snippet: String,
+    /// 0 to 1, relative to the best hit of the query (1.0).
+    pub score: f64,
+}
+
+/// `nanocrab memory status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexStatus {
+    pub database: PathBuf,
+    pub files: usize,
+    pub chunks: usize,
+    /// Files per source folder, in [`SOURCES`] order.
+    pub per_source: Vec<(&'static str, usize)>,
+    pub last_sync: Option<String>,
+}
+
+pub struct MemoryIndex {
+    conn: Connection,
+    database: PathBuf,
+    workspace: PathBuf,
+}
+
+impl MemoryIndex {
+    /// Opens the index at `database` for `workspace`, creating it when missing. An index that
+    /// cannot be read (another schema version, a damaged file) is rebuilt from the files.
+    pub fn open(database: &Path, workspace: &Path) -> Result<Self, IndexError> {
+        match Self::open_existing(database, workspace) {
+            Ok(index) => Ok(index),
+            Err(err) => {
+                tracing::warn!("{err}; rebuilding the memory index from the files");
+                Self::rebuild(database, workspace).map(|(index, _)| index)
+            }
+        }
+    }
+
+    fn open_existing(database: &Path, workspace: &Path) -> Result<Self, IndexError> {
+        if let Some(dir) = database.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
+                action: "create",
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let sql = |source| IndexError::Sqlite {
+            path: database.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open(database).map_err(sql)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
+        // WAL: a search never waits for an indexer, and a killed indexer leaves the last
+        // committed index.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql)?;
+        create_schema(&conn).map_err(sql)?;
+        let version: Option<i64> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |row| row.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(sql)?
+            .and_then(|v| v.parse().ok());
+        match version {
+            Some(SCHEMA_VERSION) => {}
+            None => {
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
+                    [SCHEMA_VERSION.to_string()],
+                )
+                .map_err(sql)?;
+            }
+            Some(other) => {
+                return Err(sql(rusqlite::Error::InvalidParameterName(format!(
+                    "schema version {other}, this nanocrab uses {SCHEMA_VERSION}"
+                ))));
+            }
+        }
+        Ok(Self {
+            conn,
+            database: database.to_path_buf(),
+            workspace: workspace.to_path_buf(),
+        })
+    }
+
+    /// Builds a new index from the files into a temporary file beside `database`, then renames
+    /// it into place: until the rename, the old index stays whole and in use.
+    pub fn rebuild(database: &Path, workspace: &Path) -> Result<(Self, SyncReport), IndexError> {
+        let dir = database.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
+            action: "create",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let temp = tempfile::Builder::new()
+            .prefix(".memory-index-rebuild-")
+            .tempfile_in(dir)
+            .map_err(|source| IndexError::Io {
+                action: "create a file in",
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        let report = {
+            let mut fresh = Self::open_existing(temp.path(), workspace)?;
+            let report = fresh.sync()?;
+            // Everything into the main file before it moves: no -wal file may be left behind.
+            fresh
+                .conn
+                .pragma_update(None, "journal_mode", "DELETE")
+                .map_err(|source| IndexError::Sqlite {
+                    path: temp.path().to_path_buf(),
+                    source,
+                })?;
+            report
+        };
+        for suffix in ["-wal", "-shm"] {
+            let mut side = database.as_os_str().to_owned();
+            side.push(suffix);
+            // The old index's side files belong to the file being replaced.
+            let _ = std::fs::remove_file(PathBuf::from(side));
+        }
+        temp.persist(database).map_err(|err| IndexError::Io {
+            action: "replace",
+            path: database.to_path_buf(),
+            source: err.error,
+        })?;
+        Ok((Self::open_existing(database, workspace)?, report))
+    }
+
+    /// Brings the index up to date with the files: new and changed files are chunked and
+    /// indexed, deleted ones removed. One transaction: a sync that is killed changes nothing.
+    pub fn sync(&mut self) -> Result<SyncReport, IndexError> {
+        let started = Instant::now();
+        let found = self.source_files()?;
+        let database = self.database.clone();
+        let sql = |source| IndexError::Sqlite {
+            path: database.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sql)?;
+        let mut report = SyncReport {
+            files: found.len(),
+            ..SyncReport::default()
+        };
+        let known: Vec<(String, i64, i64, String)> = {
+            let mut stmt = tx
+                .prepare("SELECT path, mtime, size, hash FROM files")
+                .map_err(sql)?;
+            let rows = stmt
+                .query_map([], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                })
+                .map_err(sql)?;
+            rows.collect::<Result<_, _>>().map_err(sql)?
+        };
+        for (path, _, _, _) in &known {
+            if !found.iter().any(|f| &f.relative == path) {
+                remove_file(&tx, path).map_err(sql)?;
+                report.removed += 1;
+            }
+        }
+        for file in &found {
+            let previous = known.iter().find(|(p, ..)| *p == file.relative);
+            if let Some((_, mtime, size, _)) = previous
+                && *mtime == file.mtime
+                && *size == file.size
+            {
+                continue;
+            }
+            let bytes = std::fs::read(&file.absolute).map_err(|source| IndexError::Io {
+                action: "read",
+                path: file.absolute.clone(),
+                source,
+            })?;
+            let hash = hex(&Sha256::digest(&bytes));
+            if let Some((_, _, _, old_hash)) = previous
+                && *old_hash == hash
+            {
+                // Touched, not changed: only the stat is new.
+                tx.execute(
+                    "UPDATE files SET mtime = ?2, size = ?3 WHERE path = ?1",
+                    params![file.relative, file.mtime, file.size],
+                )
+                .map_err(sql)?;
+                continue;
+            }
+            remove_file(&tx, &file.relative).map_err(sql)?;
+            let text = String::from_utf8_lossy(&bytes);
+            let chunks = chunk_markdown(&text);
+            for chunk in &chunks {
+                tx.execute(
+                    "INSERT INTO chunks (path, start_line, end_line, heading, text) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![file.relative, chunk.start_line as i64, chunk.end_line as i64, chunk.heading, chunk.text],
+                )
+                .map_err(sql)?;
+                let id = tx.last_insert_rowid();
+                tx.execute(
+                    "INSERT INTO chunks_fts (rowid, heading, text) VALUES (?1, ?2, ?3)",
+                    params![id, chunk.heading, chunk.text],
+                )
+                .map_err(sql)?;
+            }
+            tx.execute(
+                "INSERT INTO files (path, source, hash, mtime, size) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![file.relative, file.source, hash, file.mtime, file.size],
+            )
+            .map_err(sql)?;
+            report.chunks += chunks.len();
+            if previous.is_some() {
+                report.changed += 1;
+            } else {
+                report.added += 1;
+            }
+        }
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_sync', ?1)",
+            [jiff::Timestamp::now().to_string()],
+        )
+        .map_err(sql)?;
+        tx.commit().map_err(sql)?;
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    /// The best chunks for `query` by BM25 over their text and headings, best first. Scores are
+    /// relative to the best match (1.0): BM25's own scale depends on the corpus, and in a
+    /// small one (a few notes) a term found in half of them weighs almost nothing.
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        min_score: f64,
+    ) -> Result<Vec<SearchHit>, IndexError> {
+        let Some(expression) = fts_query(query) else {
+            return Ok(Vec::new());
+        };
+        let sql = |source| IndexError::Sqlite {
+            path: self.database.clone(),
+            source,
+        };
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT c.path, c.start_line, c.end_line, c.heading, c.text, bm25(chunks_fts) AS rank
+                 FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
+                 WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2",
+            )
+            .map_err(sql)?;
+        let rows = stmt
+            .query_map(params![expression, limit as i64], |row| {
+                // FTS5's bm25() is negative, lower is better.
+                let score = -row.get::<_, f64>(5)?;
+                let text: String = row.get(4)?;
+                Ok(SearchHit {
+                    path: row.get(0)?,
+                    start_line: row.get::<_, i64>(1)? as usize,
+                    end_line: row.get::<_, i64>(2)? as usize,
+                    heading: row.get(3)?,
+                    snippet: snippet(&text),
+                    score,
+                })
+            })
+            .map_err(sql)?;
+        let mut hits: Vec<SearchHit> = rows.collect::<Result<_, _>>().map_err(sql)?;
+        let best = hits.first().map_or(0.0, |h| h.score);
+        for hit in &mut hits {
+            hit.score = if best > 0.0 { hit.score / best } else { 1.0 };
+        }
+        Ok(hits.into_iter().filter(|h| h.score >= min_score).collect())
+    }
+
+    pub fn status(&self) -> Result<IndexStatus, IndexError> {
+        let sql = |source| IndexError::Sqlite {
+            path: self.database.clone(),
+            source,
+        };
+        let count = |query: &str| -> Result<usize, IndexError> {
+            self.conn
+                .query_row(query, [], |row| row.get::<_, i64>(0))
+                .map(|n| n as usize)
+                .map_err(sql)
+        };
+        let mut per_source = Vec::new();
+        for (source, _) in SOURCES {
+            let n: i64 = self
+                .conn
+                .query_row(
+                    "SELECT count(*) FROM files WHERE source = ?1",
+                    [source],
+                    |row| row.get(0),
+                )
+                .map_err(sql)?;
+            per_source.push((source, n as usize));
+        }
+        Ok(IndexStatus {
+            database: self.database.clone(),
+            files: count("SELECT count(*) FROM files")?,
+            chunks: count("SELECT count(*) FROM chunks")?,
+            per_source,
+            last_sync: self
+                .conn
+                .query_row(
+                    "SELECT value FROM meta WHERE key = 'last_sync'",
+                    [],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(sql)?,
+        })
+    }
+
+    /// Every indexable file under the source folders, sorted by path. Links are not followed:
+    /// the index reads what the workspace holds, nothing it points to elsewhere.
+    fn source_files(&self) -> Result<Vec<SourceFile>, IndexError> {
+        let mut out = Vec::new();
+        for (source, endings) in SOURCES {
+            let mut stack = vec![self.workspace.join(source)];
+            while let Some(dir) = stack.pop() {
+                let entries = match std::fs::read_dir(&dir) {
+                    Ok(entries) => entries,
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(source) => {
+                        return Err(IndexError::Io {
+                            action: "list",
+                            path: dir,
+                            source,
+                        });
+                    }
+                };
+                for entry in entries.flatten() {
+                    let Ok(kind) = entry.file_type() else {
+                        continue;
+                    };
+                    let path = entry.path();
+                    if kind.is_dir() {
+                        stack.push(path);
+                        continue;
+                    }
+                    let readable = kind.is_file()
+                        && path
+                            .extension()
+                            .and_then(|e| e.to_str())
+                            .is_some_and(|e| endings.contains(&e.to_ascii_lowercase().as_str()));
+                    let Some(relative) = readable
+                        .then(|| path.strip_prefix(&self.workspace).ok())
+                        .flatten()
+                        .and_then(|p| p.to_str())
+                        .map(|p| p.replace(std::path::MAIN_SEPARATOR, "/"))
+                    else {
+                        continue;
+                    };
+                    let Ok(meta) = entry.metadata() else { continue };
+                    let mtime = meta
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                        .map_or(0, |d| d.as_nanos() as i64);
+                    out.push(SourceFile {
+                        absolute: path,
+                        relative,
+                        source,
+                        mtime,
+                        size: meta.len() as i64,
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| a.relative.cmp(&b.relative));
+        Ok(out)
+    }
+}
+
+struct SourceFile {
+    absolute: PathBuf,
+    relative: String,
+    source: &'static str,
+    mtime: i64,
+    size: i64,
+}
+
+fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+         CREATE TABLE IF NOT EXISTS files (
+             path TEXT PRIMARY KEY, source TEXT NOT NULL, hash TEXT NOT NULL,
+             mtime INTEGER NOT NULL, size INTEGER NOT NULL);
+         CREATE TABLE IF NOT EXISTS chunks (
+             id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
+             end_line INTEGER NOT NULL, heading TEXT NOT NULL, text TEXT NOT NULL);
+         CREATE INDEX IF NOT EXISTS chunks_by_path ON chunks (path);
+         CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+             heading, text, tokenize = 'porter unicode61 remove_diacritics 2');",
+    )
+}
+
+fn remove_file(tx: &rusqlite::Transaction<'_>, path: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE path = ?1)",
+        [path],
+    )?;
+    tx.execute("DELETE FROM chunks WHERE path = ?1", [path])?;
+    tx.execute("DELETE FROM files WHERE path = ?1", [path])?;
+    Ok(())
+}
+
+/// English function words: joined with OR, a question's "when is the" would match every note
+/// that has them. A query of nothing else keeps them.
+const STOPWORDS: [&str; 64] = [
+    "a", "about", "after", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but",
+    "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i",
+    "if", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "so", "than", "that",
+    "the", "their", "them", "then", "there", "these", "they", "this", "to", "was", "we", "were",
+    "what", "when", "where", "which", "who", "why", "will", "with", "would", "you", "your",
+];
+
+/// A query in FTS5 syntax: each word quoted (so that `-`, `:` or `AND` in the user's text are
+/// words, not operators) and joined with OR, which BM25 then ranks by how many and how rare.
+fn fts_query(query: &str) -> Option<String> {
+    let words: Vec<String> = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let content: Vec<&String> = words
+        .iter()
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .collect();
+    let terms: Vec<String> = if content.is_empty() {
+        words.iter().collect::<Vec<_>>()
+    } else {
+        content
+    }
+    .into_iter()
+    .take(MAX_QUERY_TERMS)
+    .map(|w| format!("\"{w}\""))
+    .collect();
+    (!terms.is_empty()).then(|| terms.join(" OR "))
+}
+
+fn snippet(text: &str) -> String {
+    match text.char_indices().nth(SNIPPET_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

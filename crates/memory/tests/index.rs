@@ -1,0 +1,185 @@
+//! The memory index over a real workspace on disk.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use nanocrab_memory::{MemoryIndex, SearchHit, SyncReport};
+use pretty_assertions::assert_eq;
+
+fn write(workspace: &Path, path: &str, text: &str) {
+    let path = workspace.join(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("workspace");
+    write(
+        &ws,
+        "memory/MEMORY.md",
+        "# People\n- Ada is my sister; she lives in Lisbon.\n\n# Health\n- Dentist: Dr. Okafor, every March.\n",
+    );
+    write(
+        &ws,
+        "memory/2026-03-14.md",
+        "# 2026-03-14\nBooked the dentist for 9:30 on Tuesday.\n",
+    );
+    write(
+        &ws,
+        "knowledge/recipes/bread.md",
+        "# Sourdough\nFeed the starter the night before; bake at 240 °C.\n",
+    );
+    write(
+        &ws,
+        "knowledge/notes.txt",
+        "Plain text notes: the bike lock code is in the drawer.\n",
+    );
+    // Not sources: other folders and other endings.
+    write(&ws, "notes/secret.md", "dentist dentist dentist\n");
+    write(&ws, "knowledge/photo.png", "dentist");
+    dir
+}
+
+fn paths(hits: &[SearchHit]) -> Vec<String> {
+    hits.iter()
+        .map(|h| format!("{}:{}-{}", h.path, h.start_line, h.end_line))
+        .collect()
+}
+
+fn counts(report: &SyncReport) -> (usize, usize, usize, usize) {
+    (report.files, report.added, report.changed, report.removed)
+}
+
+#[test]
+fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
+    let dir = workspace();
+    let ws = dir.path().join("workspace");
+    let mut index = MemoryIndex::open(&dir.path().join("state/memory-index.sqlite"), &ws).unwrap();
+    let report = index.sync().unwrap();
+    assert_eq!(counts(&report), (4, 4, 0, 0));
+
+    let hits = index.search("when is the dentist?", 10, 0.0).unwrap();
+    assert_eq!(
+        paths(&hits),
+        vec!["memory/MEMORY.md:4-5", "memory/2026-03-14.md:1-2"]
+    );
+    assert_eq!(hits[0].heading, "Health");
+    assert_eq!(
+        hits[0].snippet,
+        "# Health\n- Dentist: Dr. Okafor, every March."
+    );
+    assert_eq!(hits[0].score, 1.0);
+    assert!(
+        hits[1].score > 0.0 && hits[1].score <= 1.0,
+        "{}",
+        hits[1].score
+    );
+
+    // Stemming and headings: "baking" finds "bake", "sourdough" the heading.
+    assert_eq!(
+        paths(&index.search("baking sourdough", 10, 0.0).unwrap()),
+        vec!["knowledge/recipes/bread.md:1-2"]
+    );
+    assert_eq!(
+        paths(&index.search("lock code", 10, 0.0).unwrap()),
+        vec!["knowledge/notes.txt:1-1"]
+    );
+    // FTS5 syntax in a question is just words.
+    assert_eq!(
+        index
+            .search(r#"sister" OR NOT (Lisbon) AND -x:y*"#, 10, 0.0)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(index.search("?!", 10, 0.0).unwrap().is_empty());
+    // A floor relative to the best hit keeps only the close ones.
+    let all = index.search("dentist march", 10, 0.0).unwrap();
+    let close = index.search("dentist march", 10, 0.9).unwrap();
+    assert!(close.len() < all.len() && !close.is_empty(), "{all:?}");
+}
+
+#[test]
+fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
+    let dir = workspace();
+    let ws = dir.path().join("workspace");
+    let db = dir.path().join("state/memory-index.sqlite");
+    let mut index = MemoryIndex::open(&db, &ws).unwrap();
+    index.sync().unwrap();
+    assert_eq!(counts(&index.sync().unwrap()), (4, 0, 0, 0));
+
+    // Rewritten with the same bytes: a new mtime, no new chunks.
+    let memory = std::fs::read_to_string(ws.join("memory/MEMORY.md")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(&ws, "memory/MEMORY.md", &memory);
+    let report = index.sync().unwrap();
+    assert_eq!((counts(&report), report.chunks), ((4, 0, 0, 0), 0));
+
+    write(&ws, "memory/MEMORY.md", "# People\n- Ada moved to Porto.\n");
+    std::fs::remove_file(ws.join("knowledge/notes.txt")).unwrap();
+    write(&ws, "memory/2026-03-15.md", "Called Ada about Porto.\n");
+    let report = index.sync().unwrap();
+    assert_eq!(counts(&report), (4, 1, 1, 1));
+    assert_eq!(
+        paths(&index.search("Porto", 10, 0.0).unwrap()).len(),
+        2,
+        "the edit and the new note"
+    );
+    assert!(index.search("Lisbon", 10, 0.0).unwrap().is_empty());
+    assert!(index.search("lock", 10, 0.0).unwrap().is_empty());
+
+    let status = index.status().unwrap();
+    assert_eq!(
+        (status.files, status.per_source.clone()),
+        (4, vec![("memory", 3), ("knowledge", 1)])
+    );
+    assert!(status.last_sync.is_some());
+
+    // Another process (the CLI while the agent runs) sees the same index.
+    let other = MemoryIndex::open(&db, &ws).unwrap();
+    assert_eq!(paths(&other.search("Porto", 10, 0.0).unwrap()).len(), 2);
+}
+
+#[test]
+fn a_damaged_index_is_rebuilt_from_the_files_and_a_rebuild_replaces_it_whole() {
+    let dir = workspace();
+    let ws = dir.path().join("workspace");
+    let db = dir.path().join("state/memory-index.sqlite");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    std::fs::write(&db, b"this is not a database, it is a crash's leftovers").unwrap();
+
+    let index = MemoryIndex::open(&db, &ws).unwrap();
+    assert_eq!(index.status().unwrap().files, 4, "rebuilt on open");
+    assert_eq!(index.search("Lisbon", 10, 0.0).unwrap().len(), 1);
+    drop(index);
+
+    write(&ws, "memory/MEMORY.md", "# People\n- Ada moved to Porto.\n");
+    let (index, report) = MemoryIndex::rebuild(&db, &ws).unwrap();
+    assert_eq!(counts(&report), (4, 4, 0, 0));
+    assert!(index.search("Lisbon", 10, 0.0).unwrap().is_empty());
+    assert_eq!(index.search("Porto", 10, 0.0).unwrap().len(), 1);
+    let leftovers: Vec<String> = std::fs::read_dir(db.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("rebuild"))
+        .collect();
+    assert_eq!(leftovers, Vec::<String>::new());
+}
+
+#[test]
+fn an_index_whose_sync_was_cut_short_is_the_last_complete_one() {
+    let dir = workspace();
+    let ws = dir.path().join("workspace");
+    let db = dir.path().join("state/memory-index.sqlite");
+    let mut index = MemoryIndex::open(&db, &ws).unwrap();
+    index.sync().unwrap();
+    // A second writer that dies mid-transaction (as a killed indexer does) commits nothing.
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch("BEGIN; DELETE FROM chunks; DELETE FROM chunks_fts;")
+            .unwrap();
+    }
+    assert_eq!(index.search("Lisbon", 10, 0.0).unwrap().len(), 1);
+    assert_eq!(counts(&index.sync().unwrap()), (4, 0, 0, 0));
+}

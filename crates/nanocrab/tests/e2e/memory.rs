@@ -1,0 +1,135 @@
+//! `nanocrab memory` and the memory tools through the real binary: the index is built from the
+//! workspace's files, follows their edits, and answers the agent.
+
+use nanocrab_testkit::Reply;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::harness::{Home, Wire, tool_results};
+
+fn write(home: &Home, path: &str, text: &str) {
+    let path = home.workspace().join(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn memory(home: &Home, args: &[&str]) -> String {
+    let run = home.run(home.nanocrab().arg("memory").args(args));
+    assert!(run.success, "{}", run.stderr);
+    run.stdout
+}
+
+/// A few hundred daily notes and one that matters.
+fn home_with_notes() -> Home {
+    let home = Home::new(Wire::Anthropic);
+    for day in 1..=300 {
+        write(
+            &home,
+            &format!(
+                "memory/2026-{:02}-{:02}.md",
+                day / 28 % 12 + 1,
+                day % 28 + 1
+            ),
+            &format!("# Day {day}\nWalked {day} minutes. Read a chapter. Watered the plants.\n"),
+        );
+    }
+    write(
+        &home,
+        "memory/MEMORY.md",
+        "# People\n- Ada is my sister; she lives in Lisbon.\n\n# Health\n- Dentist: Dr. Okafor, every March.\n",
+    );
+    write(&home, "knowledge/bike.txt", "The bike lock code is 4711.\n");
+    home
+}
+
+#[test]
+fn memory_search_finds_the_right_note_among_hundreds() {
+    let home = home_with_notes();
+    let out = memory(&home, &["search", "who is my dentist?"]);
+    assert!(
+        out.starts_with("1. memory/MEMORY.md:4-5  1.00  (Health)\n   # Health\n   - Dentist: Dr. Okafor, every March.\n"),
+        "{out}"
+    );
+    let json: Value = serde_json::from_str(&memory(
+        &home,
+        &["search", "bike lock", "--json", "--limit", "1"],
+    ))
+    .unwrap();
+    assert_eq!(
+        json,
+        json!([{"path": "knowledge/bike.txt", "startLine": 1, "endLine": 1, "heading": "",
+                "snippet": "The bike lock code is 4711.", "score": 1.0}])
+    );
+    let status = memory(&home, &["status"]);
+    assert!(
+        status.contains("files      302 (memory/ 301, knowledge/ 1)"),
+        "{status}"
+    );
+}
+
+#[test]
+fn index_follows_edits_and_rebuilds_on_request() {
+    let home = home_with_notes();
+    let first = memory(&home, &["index"]);
+    assert!(
+        first.starts_with("302 files: 302 added, 0 changed, 0 removed;"),
+        "{first}"
+    );
+    assert!(
+        memory(&home, &["index"]).starts_with("302 files: 0 added, 0 changed, 0 removed; 0 chunks")
+    );
+
+    write(
+        &home,
+        "memory/MEMORY.md",
+        "# People\n- Ada moved to Porto.\n",
+    );
+    std::fs::remove_file(home.workspace().join("knowledge/bike.txt")).unwrap();
+    // Search brings the index up to date by itself.
+    assert!(memory(&home, &["search", "Porto"]).starts_with("1. memory/MEMORY.md:1-2"));
+    assert!(memory(&home, &["search", "lock code"]).starts_with("no matches"));
+
+    let rebuilt = memory(&home, &["index", "--rebuild"]);
+    assert!(
+        rebuilt.starts_with("301 files: 301 added, 0 changed, 0 removed;"),
+        "{rebuilt}"
+    );
+}
+
+#[test]
+fn the_agent_searches_memory_and_reads_the_lines_it_found() {
+    let home = home_with_notes();
+    home.mock.push(Reply::tool_call(
+        "call_s",
+        "memory_search",
+        json!({"query": "dentist"}),
+    ));
+    home.mock.push(Reply::tool_call(
+        "call_g",
+        "memory_get",
+        json!({"path": "memory/MEMORY.md", "start_line": 4, "end_line": 5}),
+    ));
+    home.mock.push(Reply::text("Dr. Okafor, in March."));
+
+    assert_eq!(home.ask("who is my dentist?"), "Dr. Okafor, in March.\n");
+
+    let requests = home.requests();
+    let tools: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"memory_search") && tools.contains(&"memory_get"),
+        "{tools:?}"
+    );
+    assert_eq!(
+        tool_results(&requests[1].body).last().unwrap().1,
+        "1. memory/MEMORY.md:4-5 (score 1.00)\n# Health\n- Dentist: Dr. Okafor, every March."
+    );
+    assert_eq!(
+        tool_results(&requests[2].body).last().unwrap().1,
+        "memory/MEMORY.md:4-5\n# Health\n- Dentist: Dr. Okafor, every March."
+    );
+}

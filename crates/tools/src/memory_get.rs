@@ -1,0 +1,102 @@
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use nanocrab_policy::PathGuard;
+use nanocrab_schema::ToolDef;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::arguments::parse_arguments;
+use crate::tool::{Tool, ToolContext, ToolError};
+
+/// Lines returned when no end is given.
+const DEFAULT_LINES: usize = 60;
+/// Lines returned at most by one call.
+const MAX_LINES: usize = 400;
+
+/// `memory_get(path, start_line?, end_line?)`: lines of a memory file or document, as
+/// `memory_search` points at them. Only `memory/` and `knowledge/` of the workspace.
+pub struct MemoryGetTool {
+    guard: Arc<PathGuard>,
+}
+
+impl MemoryGetTool {
+    pub fn new(guard: Arc<PathGuard>) -> Self {
+        Self { guard }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    path: String,
+    start_line: Option<usize>,
+    end_line: Option<usize>,
+}
+
+#[async_trait]
+impl Tool for MemoryGetTool {
+    fn definition(&self) -> ToolDef {
+        ToolDef {
+            name: "memory_get".into(),
+            description: "Read lines of a memory file or document (a path:lines from \
+                          memory_search)."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "e.g. memory/MEMORY.md"},
+                    "start_line": {"type": "integer", "description": "1-based, default 1"},
+                    "end_line": {"type": "integer", "description": "inclusive"}
+                },
+                "required": ["path"]
+            }),
+        }
+    }
+
+    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
+        let args: Arguments = parse_arguments(
+            "memory_get",
+            input,
+            "`path` (string) and optional `start_line`, `end_line` (positive integers)",
+        )?;
+        let start = args.start_line.unwrap_or(1);
+        let end = args.end_line.unwrap_or(start + DEFAULT_LINES - 1);
+        if start == 0 || end < start {
+            return Err(ToolError::InvalidArguments(
+                "start_line must be at least 1 and end_line at least start_line".into(),
+            ));
+        }
+        let path = self.guard.check_read(&args.path)?;
+        let workspace = self.guard.workspace();
+        let inside = |folder: &str| path.starts_with(workspace.join(folder));
+        if !(inside("memory") || inside("knowledge")) {
+            return Err(ToolError::Rejected(format!(
+                "{} is not a memory file or document: memory_get reads memory/ and knowledge/ (use read_file for other files)",
+                args.path
+            )));
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| ToolError::Io {
+            action: "read",
+            path: path.clone(),
+            source,
+        })?;
+        let total = text.lines().count();
+        if start > total {
+            return Err(ToolError::Rejected(format!(
+                "{} has {total} lines; start_line {start} is past the end",
+                args.path
+            )));
+        }
+        let end = end.min(total).min(start + MAX_LINES - 1);
+        let lines: Vec<&str> = text.lines().skip(start - 1).take(end - start + 1).collect();
+        let shown = Path::new(&args.path).display();
+        let more = if end < total {
+            format!("\n[lines {}-{total} not shown]", end + 1)
+        } else {
+            String::new()
+        };
+        Ok(format!("{shown}:{start}-{end}\n{}{more}", lines.join("\n")))
+    }
+}

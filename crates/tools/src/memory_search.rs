@@ -1,0 +1,103 @@
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use nanocrab_memory::{IndexError, MemoryIndex};
+use nanocrab_schema::ToolDef;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::arguments::parse_arguments;
+use crate::tool::{Tool, ToolContext, ToolError};
+
+/// A caller may ask for more than the configured number of results, up to this.
+const MAX_LIMIT: usize = 20;
+
+/// `memory_search(query, limit?)`: ranked snippets of the memory files and documents, each with
+/// its path and lines for `memory_get`. The index is brought up to date first, so a note the
+/// agent just wrote is found.
+pub struct MemorySearchTool {
+    database: PathBuf,
+    workspace: PathBuf,
+    max_results: usize,
+    min_score: f64,
+}
+
+impl MemorySearchTool {
+    pub fn new(database: PathBuf, workspace: PathBuf, max_results: usize, min_score: f64) -> Self {
+        Self {
+            database,
+            workspace,
+            max_results,
+            min_score,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    query: String,
+    limit: Option<usize>,
+}
+
+#[async_trait]
+impl Tool for MemorySearchTool {
+    fn definition(&self) -> ToolDef {
+        ToolDef {
+            name: "memory_search".into(),
+            description: "Search long-term memory (memory/*.md) and documents (knowledge/) by \
+                          keywords. Returns ranked snippets with path:lines for memory_get."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "limit": {"type": "integer", "description": format!("max results (default {})", self.max_results)}
+                },
+                "required": ["query"]
+            }),
+        }
+    }
+
+    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
+        let args: Arguments = parse_arguments(
+            "memory_search",
+            input,
+            "`query` (string) and optional `limit` (positive integer)",
+        )?;
+        let limit = args.limit.unwrap_or(self.max_results).clamp(1, MAX_LIMIT);
+        let (database, workspace, min_score) = (
+            self.database.clone(),
+            self.workspace.clone(),
+            self.min_score,
+        );
+        let query = args.query.clone();
+        let hits = tokio::task::spawn_blocking(move || {
+            let mut index = MemoryIndex::open(&database, &workspace)?;
+            index.sync()?;
+            index.search(&query, limit, min_score)
+        })
+        .await
+        .map_err(|err| ToolError::Rejected(format!("memory search stopped: {err}")))?
+        .map_err(|err: IndexError| ToolError::Rejected(err.to_string()))?;
+        if hits.is_empty() {
+            return Ok(format!(
+                "No memory matches {:?}. Try other words, or read memory/MEMORY.md.",
+                args.query
+            ));
+        }
+        let mut out = String::new();
+        for (rank, hit) in hits.iter().enumerate() {
+            out.push_str(&format!(
+                "{}. {}:{}-{} (score {:.2})\n{}\n\n",
+                rank + 1,
+                hit.path,
+                hit.start_line,
+                hit.end_line,
+                hit.score,
+                hit.snippet.trim_end()
+            ));
+        }
+        Ok(out.trim_end().to_owned())
+    }
+}
