@@ -7,7 +7,8 @@ Builds release binaries, onboards a fresh NANOCRAB_HOME in a temp dir, then runs
 `nanocrab agent -m hello` N times against `mock-llm` (nanocrab-testkit) for each wire protocol
 and reports wall time, peak RSS, binary size and the size of the first request (system prompt,
 messages and tool schemas, in characters). Then times `nanocrab usage` over a year of
-generated transcripts. Nothing leaves 127.0.0.1.
+generated transcripts, and `nanocrab memory index` and `memory search` over a year of
+generated daily notes. Nothing leaves 127.0.0.1.
 """
 import argparse
 import json
@@ -108,6 +109,36 @@ def main():
             mock.terminate()
             mock.wait()
         usage_over_many_transcripts(nanocrab, tmp)
+        memory_search_over_a_year_of_notes(nanocrab, tmp)
+
+
+def memory_search_over_a_year_of_notes(nanocrab, tmp, days=365):
+    """Index build, incremental sync and search latency, each as a whole `nanocrab` process."""
+    home = tmp / "memory"
+    memory = home / "workspace" / "memory"
+    memory.mkdir(parents=True)
+    topics = ["dentist", "garden", "budget", "running", "piano", "visa", "boiler", "tax"]
+    for day in range(days):
+        topic = topics[day % len(topics)]
+        lines = [f"# 2026 day {day}", f"- Talked to person{day % 50} about the {topic}.",
+                 f"- Spent {day % 90} minutes on project{day % 12}.",
+                 "## Notes", "Weather was fine; read a few pages; cooked at home. " * 6]
+        (memory / f"2026-{day // 31 + 1:02d}-{day % 31 + 1:02d}.md").write_text("\n".join(lines))
+    (memory / "MEMORY.md").write_text(
+        "# Health\n- Dentist: Dr. Okafor at Rua Augusta 12, every March.\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "NANOCRAB_HOME": str(home)}
+    build, _ = run_measured([str(nanocrab), "memory", "index"], env)
+    times, rss = [], []
+    for _ in range(20):
+        elapsed, peak = run_measured(
+            [str(nanocrab), "memory", "search", "where is Dr. Okafor's practice?"], env)
+        times.append(elapsed * 1000)
+        rss.append(peak)
+    print(f"\n`nanocrab memory` over {days + 1} notes")
+    print(f"  first index build {build * 1000:6.1f} ms")
+    print(f"  search (a whole process: open, sync by stat, query), 20 runs: "
+          f"median {statistics.median(times):.1f} ms, min {min(times):.1f} ms, "
+          f"peak RSS {statistics.median(rss):.1f} MB")
 
 
 def usage_over_many_transcripts(nanocrab, tmp, sessions=365, turns=20):
