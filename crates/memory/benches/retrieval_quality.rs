@@ -1,0 +1,101 @@
+//! Retrieval quality of memory search on a labelled set: recall@5 and MRR@10 over the queries
+//! of `benches/retrieval/` (written for nanocrab; see its README), each note a file of a fresh
+//! workspace indexed exactly as a user's would be.
+//!
+//!     cargo bench -p nanocrab-memory --bench retrieval_quality
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+use nanocrab_memory::MemoryIndex;
+
+#[derive(serde::Deserialize)]
+struct Note {
+    id: String,
+    path: String,
+    text: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Query {
+    query: String,
+    relevant: Vec<String>,
+}
+
+fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn main() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/retrieval");
+    let notes: Vec<Note> = read_jsonl(&data.join("corpus.jsonl"));
+    let queries: Vec<Query> = read_jsonl(&data.join("queries.jsonl"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("workspace");
+    // Daily notes are memory files; the topical notes stand for documents in knowledge/.
+    let mut id_of_path = HashMap::new();
+    for note in &notes {
+        let relative = if note.path.starts_with("memory/") {
+            note.path.clone()
+        } else {
+            format!("knowledge/{}", note.path)
+        };
+        let file = workspace.join(&relative);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, &note.text).unwrap();
+        id_of_path.insert(relative, note.id.clone());
+    }
+    let started = Instant::now();
+    let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &workspace).unwrap();
+    let report = index.sync().unwrap();
+    let build = started.elapsed();
+
+    let (mut recall, mut reciprocal) = (0.0, 0.0);
+    let mut latencies = Vec::new();
+    for query in &queries {
+        let started = Instant::now();
+        let hits = index.search(&query.query, 10, 0.0).unwrap();
+        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+        // A note can be hit by several of its chunks: rank notes, not chunks.
+        let mut ranked: Vec<&String> = Vec::new();
+        for hit in &hits {
+            let id = &id_of_path[&hit.path];
+            if !ranked.contains(&id) {
+                ranked.push(id);
+            }
+        }
+        let found = ranked
+            .iter()
+            .take(5)
+            .filter(|id| query.relevant.contains(id))
+            .count();
+        recall += found as f64 / query.relevant.len() as f64;
+        if let Some(rank) = ranked.iter().position(|id| query.relevant.contains(id)) {
+            reciprocal += 1.0 / (rank + 1) as f64;
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    let n = queries.len() as f64;
+    println!(
+        "{} notes ({} chunks) indexed in {:.0} ms; {} queries",
+        notes.len(),
+        report.chunks,
+        build.as_secs_f64() * 1000.0,
+        queries.len()
+    );
+    println!(
+        "BM25 (FTS5)  recall@5 {:.3}  MRR@10 {:.3}  search median {:.2} ms, p95 {:.2} ms",
+        recall / n,
+        reciprocal / n,
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() * 95 / 100]
+    );
+}
