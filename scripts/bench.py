@@ -105,11 +105,49 @@ def main():
                 print(f"  peak RSS   median {statistics.median(rss):6.1f} MB   max {max(rss):6.1f} MB")
                 print("  first request (characters): " +
                       ", ".join(f"{k} {v}" for k, v in sizes.items()))
+            rag_mode_prompt_saving(nanocrab, tmp, port, record)
         finally:
             mock.terminate()
             mock.wait()
         usage_over_many_transcripts(nanocrab, tmp)
         memory_search_over_a_year_of_notes(nanocrab, tmp)
+
+
+def rag_mode_prompt_saving(nanocrab, tmp, port, record):
+    """The first request for one question with a large MEMORY.md, without and with RAG mode."""
+    home = tmp / "rag"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "NANOCRAB_HOME": str(home)}
+    subprocess.run([str(nanocrab), "onboard"], env=env, check=True, stdout=subprocess.DEVNULL)
+    facts = []
+    for i in range(300):
+        facts.append(f"## Fact {i}\n- person{i} likes topic{i % 37}; met at place{i % 23} "
+                     f"in {2000 + i % 25}; phone ends {i:04d}.")
+    facts.append("## Health\n- Dentist: Dr. Okafor at Rua Augusta 12, every March.")
+    (home / "workspace/memory/MEMORY.md").write_text("# Memory\n" + "\n".join(facts) + "\n")
+    config_path = home / "config.json"
+    sizes = {}
+    for rag in (False, True):
+        config = json.loads(config_path.read_text())
+        config["agents"]["defaults"]["model"] = "anthropic/bench-model"
+        config["providers"] = {"anthropic": {"apiKey": "bench-key",
+                                             "apiBase": f"http://127.0.0.1:{port}"}}
+        config["memory"] = {"ragMode": rag}
+        config_path.write_text(json.dumps(config, indent=2))
+        before = len(record.read_text().splitlines())
+        run_measured([str(nanocrab), "agent", "-m", "who is my dentist?",
+                      "--session", f"rag:{rag}"], env)
+        lines = record.read_text().splitlines()
+        while len(lines) <= before:
+            time.sleep(0.05)
+            lines = record.read_text().splitlines()
+        sizes[rag] = request_size(json.loads(lines[before])["body"])
+    memory_chars = (home / "workspace/memory/MEMORY.md").stat().st_size
+    print(f"\nRAG mode, one question, MEMORY.md of {memory_chars} characters "
+          "(first request, characters)")
+    for rag in (False, True):
+        label = "ragMode on " if rag else "ragMode off"
+        print(f"  {label}: system prompt {sizes[rag]['system prompt']}, "
+              f"messages {sizes[rag]['messages']}, whole body {sizes[rag]['whole body']}")
 
 
 def memory_search_over_a_year_of_notes(nanocrab, tmp, days=365):

@@ -57,6 +57,11 @@ pub struct MemoryConfig {
     /// search (1.0).
     #[serde(default)]
     pub min_score: f64,
+    /// RAG mode: instead of MEMORY.md whole in every system prompt, the notes that match each
+    /// message are retrieved and attached to it for that turn. `/rag on|off` chooses per
+    /// conversation.
+    #[serde(default)]
+    pub rag_mode: bool,
 }
 
 impl Default for MemoryConfig {
@@ -64,6 +69,7 @@ impl Default for MemoryConfig {
         Self {
             max_results: default_max_results(),
             min_score: 0.0,
+            rag_mode: false,
         }
     }
 }

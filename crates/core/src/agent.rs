@@ -9,6 +9,7 @@ use nanocrab_schema::{
 use nanocrab_tools::{ToolContext, ToolRegistry};
 
 use crate::context::{ChannelInfo, ContextBuilder, RuntimeInfo};
+use crate::retrieval::MemoryRetrieval;
 
 /// How many times the same call (same tool, same arguments) may run in one turn; later
 /// repeats are refused with an error result.
@@ -16,7 +17,7 @@ const MAX_IDENTICAL_CALLS: usize = 2;
 /// Refused repeats after which the turn is stopped.
 const MAX_REFUSED_REPEATS: u32 = 3;
 
-pub const HELP_TEXT: &str = "Commands:\n  /new    start a new conversation (the current one is archived)\n  /reset  same as /new\n  /clear  same as /new\n  /help   this list";
+pub const HELP_TEXT: &str = "Commands:\n  /new      start a new conversation (the current one is archived)\n  /reset    same as /new\n  /clear    same as /new\n  /rag on   memory arrives by search with each message, not whole in the prompt\n  /rag off  MEMORY.md whole in the prompt again\n  /help     this list";
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AgentSettings {
@@ -77,6 +78,7 @@ pub struct Agent {
     context: ContextBuilder,
     settings: AgentSettings,
     channel: Option<ChannelInfo>,
+    memory: Option<MemoryRetrieval>,
 }
 
 impl Agent {
@@ -94,7 +96,14 @@ impl Agent {
             context,
             settings,
             channel: None,
+            memory: None,
         }
+    }
+
+    /// Lets the agent retrieve memory for each message (RAG mode, `/rag on`).
+    pub fn with_memory(mut self, memory: MemoryRetrieval) -> Self {
+        self.memory = Some(memory);
+        self
     }
 
     pub fn with_channel(mut self, channel: ChannelInfo) -> Self {
@@ -136,6 +145,29 @@ impl Agent {
             return Ok(finish(on_event, text, Usage::default(), 0));
         }
         let mut history = self.store.load(key)?.messages();
+        let rag = match &self.memory {
+            Some(memory) => self
+                .store
+                .settings(key)?
+                .rag_mode
+                .unwrap_or(memory.rag_by_default),
+            None => false,
+        };
+        // Attached to this turn's message in every request of the turn, never stored.
+        let retrieved = match (&self.memory, rag) {
+            (Some(memory), true) => match memory.retrieve(&input.text).await {
+                Ok(Some((block, sources))) => {
+                    on_event(AgentEvent::Retrieval { sources });
+                    Some(block)
+                }
+                Ok(None) => None,
+                Err(err) => {
+                    tracing::warn!("memory retrieval failed, answering without it: {err}");
+                    None
+                }
+            },
+            (Some(_) | None, _) => None,
+        };
         let user = input.message();
         self.store.append(key, &[SessionEntry::now(user.clone())])?;
         history.push(user);
@@ -147,9 +179,11 @@ impl Agent {
         } else {
             (Vec::new(), Vec::new())
         };
-        let system =
-            self.context
-                .build(&tool_names, self.channel.as_ref(), &RuntimeInfo::current());
+        let system = self.context.clone().with_memory_by_retrieval(rag).build(
+            &tool_names,
+            self.channel.as_ref(),
+            &RuntimeInfo::current(),
+        );
         let tools_chars: usize = tools
             .iter()
             .map(|t| t.description.len() + t.parameters.to_string().len())
@@ -172,10 +206,20 @@ impl Agent {
             if iteration > 1 {
                 on_event(AgentEvent::NewResponse { iteration });
             }
+            let mut messages = window(&history, budget).to_vec();
+            if let Some(block) = &retrieved
+                && let Some(question) = messages
+                    .iter_mut()
+                    .rev()
+                    .find(|m| m.role == Role::User && m.tool_results().next().is_none())
+            {
+                question.content.push(block.clone());
+            }
             let request = ChatRequest {
+                // Each model of the chain puts its own name here.
                 model: String::new(),
                 system: system.clone(),
-                messages: window(&history, budget).to_vec(),
+                messages,
                 tools: tools.clone(),
                 max_tokens: self.settings.max_tokens,
                 temperature: self.settings.temperature,
@@ -335,8 +379,8 @@ impl Agent {
         Ok(finish(on_event, text, usage, iterations))
     }
 
-    /// Answers `/new`, `/reset`, `/clear` and `/help` without the model. Other text, including
-    /// unknown slash commands, is for the model.
+    /// Answers `/new`, `/reset`, `/clear`, `/rag` and `/help` without the model. Other text,
+    /// including unknown slash commands, is for the model.
     fn slash_command(&self, key: &SessionKey, text: &str) -> Result<Option<String>, AgentError> {
         Ok(match text {
             "/new" | "/reset" | "/clear" => Some(match self.store.reset(key)? {
@@ -347,7 +391,33 @@ impl Agent {
                 None => "Started a new conversation.".to_owned(),
             }),
             "/help" => Some(HELP_TEXT.to_owned()),
+            "/rag on" | "/rag off" | "/rag" => Some(self.rag_command(key, text)?),
             _ => None,
+        })
+    }
+
+    /// `/rag on`, `/rag off`, and `/rag` to tell which.
+    fn rag_command(&self, key: &SessionKey, text: &str) -> Result<String, AgentError> {
+        let Some(memory) = &self.memory else {
+            return Ok("/rag is not available here: this agent has no memory index.".to_owned());
+        };
+        let mut settings = self.store.settings(key)?;
+        match text {
+            "/rag on" => settings.rag_mode = Some(true),
+            "/rag off" => settings.rag_mode = Some(false),
+            _ => {
+                let on = settings.rag_mode.unwrap_or(memory.rag_by_default);
+                return Ok(format!(
+                    "RAG mode is {} for this conversation.",
+                    if on { "on" } else { "off" }
+                ));
+            }
+        }
+        self.store.save_settings(key, &settings)?;
+        Ok(if settings.rag_mode == Some(true) {
+            "RAG mode on: memory now arrives by search with each message instead of whole in the prompt.".to_owned()
+        } else {
+            "RAG mode off: MEMORY.md is in the prompt again.".to_owned()
         })
     }
 }

@@ -48,6 +48,8 @@ pub struct ChannelInfo {
 pub struct ContextBuilder {
     workspace: PathBuf,
     mode: PromptMode,
+    /// MEMORY.md arrives by retrieval with each message (RAG mode) instead of in the prompt.
+    memory_by_retrieval: bool,
 }
 
 impl ContextBuilder {
@@ -55,11 +57,17 @@ impl ContextBuilder {
         Self {
             workspace: workspace.into(),
             mode: PromptMode::Full,
+            memory_by_retrieval: false,
         }
     }
 
     pub fn with_mode(mut self, mode: PromptMode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    pub fn with_memory_by_retrieval(mut self, by_retrieval: bool) -> Self {
+        self.memory_by_retrieval = by_retrieval;
         self
     }
 
@@ -117,7 +125,11 @@ impl ContextBuilder {
                 let _ = write!(out, "\n## {name}\n{}\n", cap(name, &text));
             }
         }
-        if let Some(text) = self.read("memory/MEMORY.md") {
+        if self.memory_by_retrieval {
+            out.push_str(
+                "\n## Long-term memory\nmemory/MEMORY.md is not in this prompt: the notes that match each message are retrieved and attached to it. Use memory_search and memory_get for anything else.\n",
+            );
+        } else if let Some(text) = self.read("memory/MEMORY.md") {
             let _ = write!(
                 out,
                 "\n## Long-term memory (memory/MEMORY.md)\n{}\n",
@@ -245,6 +257,7 @@ mod tests {
             let real = ContextBuilder {
                 workspace: dir.to_path_buf(),
                 mode: self.mode,
+                memory_by_retrieval: self.memory_by_retrieval,
             };
             real.build(tools, channel, runtime).replace(
                 &dir.display().to_string(),

@@ -2,7 +2,9 @@
 
 mod agent;
 mod context;
+mod retrieval;
 pub mod workspace;
 
 pub use agent::{Agent, AgentError, AgentSettings, HELP_TEXT, TurnOutcome, UserInput};
 pub use context::{ChannelInfo, ContextBuilder, PromptMode, RuntimeInfo};
+pub use retrieval::MemoryRetrieval;

@@ -11,6 +11,7 @@ pub use chunker::{Chunk, chunk_markdown};
 pub use history::{estimate_tokens, window};
 pub use index::{IndexError, IndexStatus, MemoryIndex, SearchHit, SyncReport};
 pub use session_store::{
-    Session, SessionEntry, SessionError, SessionMetadata, SessionStore, SessionSummary,
+    Session, SessionEntry, SessionError, SessionMetadata, SessionSettings, SessionStore,
+    SessionSummary,
 };
 pub use usage::{ModelCall, TranscriptUsage, TurnUsage, read_usage};

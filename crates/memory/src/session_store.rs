@@ -58,6 +58,17 @@ pub struct SessionMetadata {
     pub version: u32,
 }
 
+/// Choices made for one conversation (`/rag on`), kept beside its transcript in
+/// `<key>.settings.json`. They outlive `/new`: they belong to the chat, not to one transcript.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSettings {
+    /// Memory arrives by retrieval for each message instead of whole in the system prompt;
+    /// `None`: as `memory.ragMode` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rag_mode: Option<bool>,
+}
+
 /// A transcript as loaded. Images stay references to their files in `entries`;
 /// [`Session::messages`] reads them.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,6 +197,8 @@ pub enum SessionError {
     NotFound(SessionKey),
     #[error("an image is not valid base64: {detail}")]
     BadImage { detail: String },
+    #[error("{}: unreadable session settings ({detail}); fix or delete the file", path.display())]
+    BadSettings { path: PathBuf, detail: String },
 }
 
 /// Transcripts as append-only JSONL files, one per session key.
@@ -243,6 +256,50 @@ impl SessionStore {
             entries,
             dir: self.dir.clone(),
         })
+    }
+
+    fn settings_path(&self, key: &SessionKey) -> PathBuf {
+        self.dir.join(format!("{key}.settings.json"))
+    }
+
+    /// The conversation's settings; none saved yet is the defaults. An unreadable file is
+    /// reported, not silently replaced.
+    pub fn settings(&self, key: &SessionKey) -> Result<SessionSettings, SessionError> {
+        let path = self.settings_path(key);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|err| SessionError::BadSettings {
+                path,
+                detail: err.to_string(),
+            }),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                Ok(SessionSettings::default())
+            }
+            Err(source) => Err(SessionError::Io {
+                action: "read",
+                path,
+                source,
+            }),
+        }
+    }
+
+    /// Saves the conversation's settings atomically (a temp file renamed into place).
+    pub fn save_settings(
+        &self,
+        key: &SessionKey,
+        settings: &SessionSettings,
+    ) -> Result<(), SessionError> {
+        let path = self.settings_path(key);
+        let io = |action, source| SessionError::Io {
+            action,
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&self.dir).map_err(|e| io("create", e))?;
+        let mut temp = tempfile::NamedTempFile::new_in(&self.dir).map_err(|e| io("create", e))?;
+        serde_json::to_writer_pretty(&mut temp, settings)?;
+        temp.as_file().sync_data().map_err(|e| io("sync", e))?;
+        temp.persist(&path).map_err(|e| io("rename", e.error))?;
+        Ok(())
     }
 
     /// Appends entries, writing the metadata line first for a new transcript. Each call ends

@@ -26,6 +26,8 @@ pub enum AgentEvent {
     },
     /// The model is called again after tool results: a new response begins.
     NewResponse { iteration: u32 },
+    /// Memory retrieved for this message (RAG mode): added to this turn's request only.
+    Retrieval { sources: Vec<RetrievedSource> },
     /// Tokens used by one model call; `model` is the `provider/model` that answered.
     Usage { model: String, usage: Usage },
     /// `from` failed with `reason` (after its own retries); the call is repeated with `to`.
@@ -38,4 +40,15 @@ pub enum AgentEvent {
     Done { text: String },
     /// The run failed; `message` is safe to show the user.
     Error { message: String },
+}
+
+/// Where a retrieved piece of memory came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetrievedSource {
+    /// Relative to the workspace.
+    pub path: String,
+    pub start_line: usize,
+    pub end_line: usize,
+    /// 0 to 1, relative to the best match.
+    pub score: f64,
 }

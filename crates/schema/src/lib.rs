@@ -12,7 +12,7 @@ mod session_key;
 mod tool;
 mod usage;
 
-pub use event::AgentEvent;
+pub use event::{AgentEvent, RetrievedSource};
 pub use ids::{RunId, StepId, TaskId, TraceId};
 pub use message::{ContentBlock, Image, LlmMessage, Role, StopReason};
 pub use session_key::{SessionKey, SessionKeyError};

@@ -2,7 +2,7 @@ use std::io::{IsTerminal as _, Write as _};
 
 use anyhow::Context as _;
 use base64::Engine as _;
-use nanocrab_core::{Agent, AgentSettings, ContextBuilder, UserInput};
+use nanocrab_core::{Agent, AgentSettings, ContextBuilder, MemoryRetrieval, UserInput};
 use nanocrab_memory::SessionStore;
 use nanocrab_provider::{ModelChain, RetryPolicy};
 use nanocrab_schema::{AgentEvent, Image, SessionKey};
@@ -64,6 +64,13 @@ fn build_agent(env: &Env, model_flag: Option<&str>) -> anyhow::Result<Agent> {
         &env.paths.memory_index(),
         env.user_home.as_deref(),
     )?;
+    let memory = MemoryRetrieval {
+        database: env.paths.memory_index(),
+        workspace: workspace.clone(),
+        max_results: config.memory.max_results as usize,
+        min_score: config.memory.min_score,
+        rag_by_default: config.memory.rag_mode,
+    };
     Ok(Agent::new(
         ModelChain::new(primary, fallbacks),
         tools,
@@ -75,7 +82,8 @@ fn build_agent(env: &Env, model_flag: Option<&str>) -> anyhow::Result<Agent> {
             max_tool_iterations: defaults.max_tool_iterations,
             context_window_tokens: defaults.context_window_tokens,
         },
-    ))
+    )
+    .with_memory(memory))
 }
 
 fn repl(
@@ -156,6 +164,13 @@ impl EventPrinter {
                 }
             }
             AgentEvent::Reasoning { .. } | AgentEvent::Usage { .. } => {}
+            AgentEvent::Retrieval { sources } => {
+                let found: Vec<String> = sources
+                    .iter()
+                    .map(|s| format!("{}:{}-{}", s.path, s.start_line, s.end_line))
+                    .collect();
+                eprintln!("  ⌕ memory: {}", found.join(", "));
+            }
             AgentEvent::ToolStart { name, input, .. } => {
                 self.end_line(&mut out);
                 let input = input.to_string();

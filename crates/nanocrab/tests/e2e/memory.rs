@@ -133,3 +133,33 @@ fn the_agent_searches_memory_and_reads_the_lines_it_found() {
         "memory/MEMORY.md:4-5\n# Health\n- Dentist: Dr. Okafor, every March."
     );
 }
+
+#[test]
+fn rag_mode_attaches_the_matching_notes_instead_of_the_whole_memory_file() {
+    let home = home_with_notes();
+    let mut config = home.base_config();
+    config["memory"] = json!({"ragMode": true, "maxResults": 2});
+    home.write_config(config);
+    home.mock.push(Reply::text("Dr. Okafor."));
+
+    let run = home.agent("who is my dentist?", &[]);
+    assert!(run.success, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("⌕ memory: memory/MEMORY.md:4-5"),
+        "{}",
+        run.stderr
+    );
+    let body = &home.requests()[0].body;
+    let system = crate::harness::system_prompt(body);
+    assert!(!system.contains("Lisbon"), "{system}");
+    let question = &body["messages"][0]["content"];
+    assert_eq!(question[0]["text"], "who is my dentist?");
+    assert!(
+        question[1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("memory/MEMORY.md:4-5\n# Health\n- Dentist: Dr. Okafor, every March."),
+        "{question}"
+    );
+    assert!(!home.transcript().contains("Memory retrieved"));
+}

@@ -1,0 +1,67 @@
+//! RAG mode: instead of the whole of MEMORY.md in every system prompt, the notes that match
+//! the user's message are retrieved and attached to that message, for this turn only.
+
+use std::path::PathBuf;
+
+use nanocrab_memory::{IndexError, MemoryIndex};
+use nanocrab_schema::{ContentBlock, RetrievedSource};
+
+/// Where the agent searches its memory, and whether it does so by default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryRetrieval {
+    /// The memory index's database file.
+    pub database: PathBuf,
+    pub workspace: PathBuf,
+    pub max_results: usize,
+    pub min_score: f64,
+    /// `memory.ragMode`: for conversations that did not choose with `/rag on|off`.
+    pub rag_by_default: bool,
+}
+
+impl MemoryRetrieval {
+    /// The best notes for `message`, as the block attached to it and their sources; `None`
+    /// when nothing matches. The index is brought up to date first.
+    pub(crate) async fn retrieve(
+        &self,
+        message: &str,
+    ) -> Result<Option<(ContentBlock, Vec<RetrievedSource>)>, IndexError> {
+        let this = self.clone();
+        let message = message.to_owned();
+        let hits = tokio::task::spawn_blocking(move || {
+            let mut index = MemoryIndex::open(&this.database, &this.workspace)?;
+            index.sync()?;
+            index.search(&message, this.max_results, this.min_score)
+        })
+        .await
+        .map_err(|err| IndexError::Io {
+            action: "search",
+            path: self.database.clone(),
+            source: std::io::Error::other(err.to_string()),
+        })??;
+        if hits.is_empty() {
+            return Ok(None);
+        }
+        let mut text = String::from(
+            "\n\n[Memory retrieved for this message; not written by the user. Use memory_get for more of a file.]",
+        );
+        for hit in &hits {
+            text.push_str(&format!(
+                "\n\n{}:{}-{}\n{}",
+                hit.path,
+                hit.start_line,
+                hit.end_line,
+                hit.snippet.trim_end()
+            ));
+        }
+        let sources = hits
+            .into_iter()
+            .map(|hit| RetrievedSource {
+                path: hit.path,
+                start_line: hit.start_line,
+                end_line: hit.end_line,
+                score: hit.score,
+            })
+            .collect();
+        Ok(Some((ContentBlock::text(text), sources)))
+    }
+}
