@@ -276,6 +276,15 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
             "0 is too small; allowed: at least 1".to_owned(),
         ));
     }
+    if (1..4).contains(&config.memory.consolidate_after) {
+        return Err(invalid(
+            "memory.consolidateAfter",
+            format!(
+                "{} is too small; allowed: 0 (off) or at least 4 messages",
+                config.memory.consolidate_after
+            ),
+        ));
+    }
     if !(0.0..1.0).contains(&config.memory.min_score) {
         return Err(invalid(
             "memory.minScore",

@@ -62,6 +62,15 @@ pub struct MemoryConfig {
     /// conversation.
     #[serde(default)]
     pub rag_mode: bool,
+    /// When a conversation has this many messages not yet consolidated, the model is asked to
+    /// fold the older ones into memory/HISTORY.md and memory/MEMORY.md; 0 turns it off.
+    /// `/new` consolidates what is left first.
+    #[serde(default = "default_consolidate_after")]
+    pub consolidate_after: u32,
+}
+
+fn default_consolidate_after() -> u32 {
+    50
 }
 
 impl Default for MemoryConfig {
@@ -70,6 +79,7 @@ impl Default for MemoryConfig {
             max_results: default_max_results(),
             min_score: 0.0,
             rag_mode: false,
+            consolidate_after: default_consolidate_after(),
         }
     }
 }

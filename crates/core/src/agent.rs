@@ -8,6 +8,7 @@ use nanocrab_schema::{
 };
 use nanocrab_tools::{ToolContext, ToolRegistry};
 
+use crate::consolidation::{Consolidation, ConsolidationError, ConsolidationReport};
 use crate::context::{ChannelInfo, ContextBuilder, RuntimeInfo};
 use crate::retrieval::MemoryRetrieval;
 
@@ -79,6 +80,9 @@ pub struct Agent {
     settings: AgentSettings,
     channel: Option<ChannelInfo>,
     memory: Option<MemoryRetrieval>,
+    consolidation: Option<Consolidation>,
+    /// Sessions being consolidated now: one run per session at a time.
+    consolidating: std::sync::Mutex<std::collections::HashSet<SessionKey>>,
 }
 
 impl Agent {
@@ -97,7 +101,134 @@ impl Agent {
             settings,
             channel: None,
             memory: None,
+            consolidation: None,
+            consolidating: std::sync::Mutex::default(),
         }
+    }
+
+    /// Lets the agent fold older conversation into the memory files (`memory.consolidateAfter`).
+    pub fn with_consolidation(mut self, consolidation: Consolidation) -> Self {
+        self.consolidation = Some(consolidation);
+        self
+    }
+
+    /// Folds the older part of the conversation into memory/HISTORY.md and MEMORY.md when
+    /// more than `after_messages` of it are not yet, keeping the newest half of that window
+    /// out. Meant to run after a turn has been answered, never before one.
+    pub async fn consolidate_if_due(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Option<ConsolidationReport>, ConsolidationError> {
+        let Some(consolidation) = &self.consolidation else {
+            return Ok(None);
+        };
+        let entries = self.store.load(key)?.entries;
+        let done = self
+            .store
+            .settings(key)?
+            .consolidated_entries
+            .min(entries.len());
+        if entries.len() - done <= consolidation.after_messages {
+            return Ok(None);
+        }
+        let limit = entries.len() - consolidation.after_messages / 2;
+        // End where a turn starts, so a question, its tool calls and its answer stay together.
+        let is_turn_start = |e: &SessionEntry| {
+            e.role == Role::User
+                && e.content
+                    .iter()
+                    .all(|b| !matches!(b, ContentBlock::ToolResult(_)))
+        };
+        let Some(end) = (done + 1..=limit)
+            .rev()
+            .find(|&i| is_turn_start(&entries[i]))
+        else {
+            return Ok(None);
+        };
+        self.consolidate(key, &entries[done..end], end).await
+    }
+
+    /// Runs one consolidation of `entries`, after which the first `done_after` entries of the
+    /// transcript count as consolidated. `None` when another run has this session.
+    async fn consolidate(
+        &self,
+        key: &SessionKey,
+        entries: &[SessionEntry],
+        done_after: usize,
+    ) -> Result<Option<ConsolidationReport>, ConsolidationError> {
+        let Some(consolidation) = &self.consolidation else {
+            return Ok(None);
+        };
+        let claimed = self
+            .consolidating
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.clone());
+        if !claimed {
+            return Ok(None);
+        }
+        let outcome = self
+            .run_consolidation(consolidation, key, entries, done_after)
+            .await;
+        self.consolidating
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+        outcome.map(Some)
+    }
+
+    async fn run_consolidation(
+        &self,
+        consolidation: &Consolidation,
+        key: &SessionKey,
+        entries: &[SessionEntry],
+        done_after: usize,
+    ) -> Result<ConsolidationReport, ConsolidationError> {
+        let workspace = self.context.workspace();
+        let memory =
+            std::fs::read_to_string(workspace.join("memory/MEMORY.md")).unwrap_or_default();
+        let request = ChatRequest {
+            model: String::new(),
+            system: crate::consolidation::SYSTEM_PROMPT.to_owned(),
+            messages: vec![LlmMessage::user(crate::consolidation::prompt(
+                &memory, entries,
+            ))],
+            tools: vec![crate::consolidation::save_memory_tool()],
+            max_tokens: self.settings.max_tokens,
+            temperature: self.settings.temperature,
+        };
+        let (_, response) = self
+            .models
+            .chat(0, &request, &mut |_| {}, &mut |_| {})
+            .await?;
+        let answer = LlmMessage {
+            role: Role::Assistant,
+            content: response.content,
+        };
+        let Some(call) = answer.tool_calls().find(|c| c.name == "save_memory") else {
+            return Err(ConsolidationError::NoSave(answer.text()));
+        };
+        let now = jiff::Zoned::now();
+        if let Some(entry) = call.input["history_entry"]
+            .as_str()
+            .filter(|e| !e.trim().is_empty())
+        {
+            nanocrab_memory::append_history(workspace, entry, &now)?;
+        }
+        // An empty update would wipe the user's memory: it means "nothing new".
+        let memory_changed = match call.input["memory_update"].as_str() {
+            Some(text) if !text.trim().is_empty() => {
+                nanocrab_memory::rewrite_memory(workspace, text, &consolidation.backups, &now)?
+            }
+            Some(_) | None => false,
+        };
+        let mut settings = self.store.settings(key)?;
+        settings.consolidated_entries = done_after;
+        self.store.save_settings(key, &settings)?;
+        Ok(ConsolidationReport {
+            entries: entries.len(),
+            memory_changed,
+        })
     }
 
     /// Lets the agent retrieve memory for each message (RAG mode, `/rag on`).
@@ -139,9 +270,12 @@ impl Agent {
         input: UserInput,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<TurnOutcome, AgentError> {
-        if input.images.is_empty()
-            && let Some(text) = self.slash_command(key, input.text.trim())?
-        {
+        let command = if input.images.is_empty() {
+            self.slash_command(key, input.text.trim()).await?
+        } else {
+            None
+        };
+        if let Some(text) = command {
             return Ok(finish(on_event, text, Usage::default(), 0));
         }
         let mut history = self.store.load(key)?.messages();
@@ -381,19 +515,46 @@ impl Agent {
 
     /// Answers `/new`, `/reset`, `/clear`, `/rag` and `/help` without the model. Other text,
     /// including unknown slash commands, is for the model.
-    fn slash_command(&self, key: &SessionKey, text: &str) -> Result<Option<String>, AgentError> {
+    async fn slash_command(
+        &self,
+        key: &SessionKey,
+        text: &str,
+    ) -> Result<Option<String>, AgentError> {
         Ok(match text {
-            "/new" | "/reset" | "/clear" => Some(match self.store.reset(key)? {
-                Some(archived) => format!(
-                    "Started a new conversation. The previous one is archived at {}.",
-                    archived.display()
-                ),
-                None => "Started a new conversation.".to_owned(),
-            }),
+            "/new" | "/reset" | "/clear" => Some(self.new_conversation(key).await?),
             "/help" => Some(HELP_TEXT.to_owned()),
             "/rag on" | "/rag off" | "/rag" => Some(self.rag_command(key, text)?),
             _ => None,
         })
+    }
+
+    /// `/new`: what is left of the conversation is consolidated first, then the transcript is
+    /// archived. A failed consolidation is reported; the archive keeps everything regardless.
+    async fn new_conversation(&self, key: &SessionKey) -> Result<String, AgentError> {
+        let mut note = String::new();
+        if self.consolidation.is_some() {
+            let entries = self.store.load(key)?.entries;
+            let done = self.store.settings(key)?.consolidated_entries;
+            if done < entries.len() {
+                let rest = &entries[done..];
+                if let Err(err) = self.consolidate(key, rest, entries.len()).await {
+                    note = format!(" ({err}; the conversation is kept in the archive.)");
+                }
+            }
+        }
+        let text = match self.store.reset(key)? {
+            Some(archived) => format!(
+                "Started a new conversation. The previous one is archived at {}.{note}",
+                archived.display()
+            ),
+            None => "Started a new conversation.".to_owned(),
+        };
+        let mut settings = self.store.settings(key)?;
+        if settings.consolidated_entries != 0 {
+            settings.consolidated_entries = 0;
+            self.store.save_settings(key, &settings)?;
+        }
+        Ok(text)
     }
 
     /// `/rag on`, `/rag off`, and `/rag` to tell which.

@@ -1,10 +1,12 @@
 //! The agent: context building, the tool-calling loop, and the workspace templates.
 
 mod agent;
+mod consolidation;
 mod context;
 mod retrieval;
 pub mod workspace;
 
 pub use agent::{Agent, AgentError, AgentSettings, HELP_TEXT, TurnOutcome, UserInput};
+pub use consolidation::{Consolidation, ConsolidationError, ConsolidationReport};
 pub use context::{ChannelInfo, ContextBuilder, PromptMode, RuntimeInfo};
 pub use retrieval::MemoryRetrieval;

@@ -4,12 +4,14 @@
 mod chunker;
 mod history;
 mod index;
+mod memory_files;
 mod session_store;
 mod usage;
 
 pub use chunker::{Chunk, chunk_markdown};
 pub use history::{estimate_tokens, window};
 pub use index::{IndexError, IndexStatus, MemoryIndex, SearchHit, SyncReport};
+pub use memory_files::{MemoryFileError, append_history, rewrite_memory};
 pub use session_store::{
     Session, SessionEntry, SessionError, SessionMetadata, SessionSettings, SessionStore,
     SessionSummary,

@@ -67,6 +67,14 @@ pub struct SessionSettings {
     /// `None`: as `memory.ragMode` says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rag_mode: Option<bool>,
+    /// Entries of the current transcript already folded into the memory files; back to 0
+    /// when `/new` archives the transcript.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub consolidated_entries: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A transcript as loaded. Images stay references to their files in `entries`;

@@ -2,7 +2,9 @@ use std::io::{IsTerminal as _, Write as _};
 
 use anyhow::Context as _;
 use base64::Engine as _;
-use nanocrab_core::{Agent, AgentSettings, ContextBuilder, MemoryRetrieval, UserInput};
+use nanocrab_core::{
+    Agent, AgentSettings, Consolidation, ContextBuilder, MemoryRetrieval, UserInput,
+};
 use nanocrab_memory::SessionStore;
 use nanocrab_provider::{ModelChain, RetryPolicy};
 use nanocrab_schema::{AgentEvent, Image, SessionKey};
@@ -30,6 +32,7 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
             let mut printer = EventPrinter::new(std::io::stdout().is_terminal());
             let input = UserInput { text, images };
             runtime.block_on(agent.run_turn(&key, input, &mut |event| printer.print(event)))?;
+            runtime.block_on(consolidate(&agent, &key));
             Ok(())
         }
         None => repl(env, &runtime, &agent, &key),
@@ -71,7 +74,7 @@ fn build_agent(env: &Env, model_flag: Option<&str>) -> anyhow::Result<Agent> {
         min_score: config.memory.min_score,
         rag_by_default: config.memory.rag_mode,
     };
-    Ok(Agent::new(
+    let agent = Agent::new(
         ModelChain::new(primary, fallbacks),
         tools,
         SessionStore::new(env.paths.sessions_dir()),
@@ -83,7 +86,32 @@ fn build_agent(env: &Env, model_flag: Option<&str>) -> anyhow::Result<Agent> {
             context_window_tokens: defaults.context_window_tokens,
         },
     )
-    .with_memory(memory))
+    .with_memory(memory);
+    Ok(match config.memory.consolidate_after {
+        0 => agent,
+        after => agent.with_consolidation(Consolidation {
+            after_messages: after as usize,
+            backups: env.paths.state_dir().join("memory-backups"),
+        }),
+    })
+}
+
+/// Runs a due consolidation once the answer is out, saying on stderr what it did; a failure
+/// leaves the conversation as it was, to be tried after the next turn.
+async fn consolidate(agent: &Agent, key: &SessionKey) {
+    match agent.consolidate_if_due(key).await {
+        Ok(Some(report)) => eprintln!(
+            "  ⟳ memory: {} messages consolidated into memory/HISTORY.md{}",
+            report.entries,
+            if report.memory_changed {
+                " and memory/MEMORY.md"
+            } else {
+                ""
+            }
+        ),
+        Ok(None) => {}
+        Err(err) => eprintln!("  ✗ {err}"),
+    }
 }
 
 fn repl(
@@ -123,7 +151,7 @@ fn repl(
             }
         });
         match turn {
-            Some(Ok(_)) => {}
+            Some(Ok(_)) => runtime.block_on(consolidate(agent, key)),
             Some(Err(err)) => eprintln!("error: {err:#}"),
             None => eprintln!("\n(interrupted; what was done so far is saved)"),
         }

@@ -163,3 +163,58 @@ fn rag_mode_attaches_the_matching_notes_instead_of_the_whole_memory_file() {
     );
     assert!(!home.transcript().contains("Memory retrieved"));
 }
+
+#[test]
+fn older_conversation_is_consolidated_after_the_answer_and_new_consolidates_the_rest() {
+    let home = Home::new(Wire::Anthropic);
+    let mut config = home.base_config();
+    config["memory"] = json!({"consolidateAfter": 4});
+    home.write_config(config);
+    for answer in ["Noted.", "Lisbon it is."] {
+        home.mock.push(Reply::text(answer));
+    }
+    home.ask("Ada moved to Lisbon.");
+    home.ask("Plan a trip there in May.");
+    home.mock.push(Reply::text("Booked."));
+    home.mock.push(Reply::tool_call(
+        "save",
+        "save_memory",
+        json!({"history_entry": "Ada moved to Lisbon; trip planned for May.",
+               "memory_update": "# People\n- Ada (sister) lives in Lisbon.\n"}),
+    ));
+    let run = home.agent("Book the dentist.", &[]);
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.stdout, "Booked.\n", "the answer comes first");
+    assert!(
+        run.stderr.contains(
+            "⟳ memory: 4 messages consolidated into memory/HISTORY.md and memory/MEMORY.md"
+        ),
+        "{}",
+        run.stderr
+    );
+    let memory_dir = home.workspace().join("memory");
+    assert_eq!(
+        std::fs::read_to_string(memory_dir.join("MEMORY.md")).unwrap(),
+        "# People\n- Ada (sister) lives in Lisbon.\n"
+    );
+    assert!(
+        std::fs::read_to_string(memory_dir.join("HISTORY.md"))
+            .unwrap()
+            .ends_with("] Ada moved to Lisbon; trip planned for May.\n\n")
+    );
+
+    home.mock.push(Reply::tool_call(
+        "save",
+        "save_memory",
+        json!({"history_entry": "Dentist to be booked.", "memory_update": ""}),
+    ));
+    assert!(home.ask("/new").starts_with("Started a new conversation."));
+    assert!(
+        std::fs::read_to_string(memory_dir.join("HISTORY.md"))
+            .unwrap()
+            .ends_with("] Dentist to be booked.\n\n")
+    );
+    // Both consolidations are searchable at once.
+    let found = memory(&home, &["search", "trip May"]);
+    assert!(found.starts_with("1. memory/HISTORY.md"), "{found}");
+}
