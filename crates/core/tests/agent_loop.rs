@@ -1072,3 +1072,66 @@ async fn a_consolidation_without_save_memory_changes_nothing_and_is_tried_again(
         0
     );
 }
+
+#[tokio::test]
+async fn a_500_turn_conversation_never_exceeds_the_window_and_never_splits_a_tool_pair() {
+    let mut replies = Vec::new();
+    for turn in 0..500 {
+        replies.push(call(
+            &format!("c{turn}"),
+            json!({"text": "x".repeat(turn % 7 * 300)}),
+        ));
+        replies.push(answer(
+            &format!("answer {turn} {}", "y".repeat(turn % 5 * 200)),
+            StopReason::EndTurn,
+        ));
+    }
+    let settings = AgentSettings {
+        max_tokens: 500,
+        temperature: None,
+        max_tool_iterations: 40,
+        context_window_tokens: 4_000,
+    };
+    let setup = setup_with(replies, settings);
+    for turn in 0..500 {
+        let text = format!("question {turn} {}", "z".repeat(turn % 3 * 400));
+        run(&setup, &text).await.1.unwrap();
+    }
+    let requests = setup.provider.requests.lock().unwrap();
+    assert_eq!(requests.len(), 1_000);
+    for (n, request) in requests.iter().enumerate() {
+        let tokens = request.system.len() / 4
+            + serde_json::to_string(&request.tools).unwrap().len() / 4
+            + request
+                .messages
+                .iter()
+                .map(nanocrab_memory::estimate_tokens)
+                .sum::<usize>()
+            + settings.max_tokens as usize;
+        assert!(tokens <= 4_000, "request {n}: about {tokens} tokens");
+        // Every call is answered by the very next message, and every result has its call.
+        let mut open: Vec<&str> = Vec::new();
+        for message in &request.messages {
+            for result in message.tool_results() {
+                assert_eq!(
+                    open.first().copied(),
+                    Some(result.tool_use_id.as_str()),
+                    "request {n}"
+                );
+                open.remove(0);
+            }
+            assert!(open.is_empty(), "request {n}: a call without its result");
+            open.extend(message.tool_calls().map(|c| c.id.as_str()));
+        }
+        assert_eq!(
+            request.messages[0].role,
+            Role::User,
+            "request {n} starts with a question"
+        );
+    }
+    // The transcript keeps all of it.
+    assert_eq!(
+        setup.agent.store().load(&setup.key).unwrap().entries.len(),
+        2_000
+    );
+}
