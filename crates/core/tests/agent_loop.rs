@@ -563,6 +563,27 @@ async fn a_transcript_that_cannot_be_written_fails_the_turn_before_the_model() {
     assert_eq!(setup.provider.requests.lock().unwrap().len(), 0);
 }
 
+/// An agent over `dir`'s sessions and `workspace`, with the settings most tests use.
+fn agent_for(
+    dir: &tempfile::TempDir,
+    workspace: impl Into<std::path::PathBuf>,
+    models: ModelChain,
+    tools: ToolRegistry,
+) -> Agent {
+    Agent::new(
+        models,
+        tools,
+        SessionStore::new(dir.path().join("sessions")),
+        ContextBuilder::new(workspace),
+        AgentSettings {
+            max_tokens: 100,
+            temperature: None,
+            max_tool_iterations: 40,
+            context_window_tokens: 65_536,
+        },
+    )
+}
+
 fn overloaded() -> ProviderError {
     ProviderError::Status {
         provider: "scripted".into(),
@@ -588,20 +609,14 @@ fn with_fallback(
     });
     let mut tools = ToolRegistry::new();
     tools.register(setup.echo.clone());
-    setup.agent = Agent::new(
+    setup.agent = agent_for(
+        &setup.dir,
+        setup.dir.path().join("workspace"),
         ModelChain::new(
             resolved(&setup.provider, "primary", ModelProfile::GENERIC),
             vec![resolved(&backup, "backup", ModelProfile::GENERIC)],
         ),
         tools,
-        SessionStore::new(setup.dir.path().join("sessions")),
-        ContextBuilder::new(setup.dir.path().join("workspace")),
-        AgentSettings {
-            max_tokens: 100,
-            temperature: None,
-            max_tool_iterations: 40,
-            context_window_tokens: 65_536,
-        },
     );
     (setup, backup)
 }
@@ -728,7 +743,9 @@ async fn a_model_without_tool_calling_gets_no_tools_and_is_told_so() {
     );
     let mut tools = ToolRegistry::new();
     tools.register(setup.echo.clone());
-    setup.agent = Agent::new(
+    setup.agent = agent_for(
+        &setup.dir,
+        setup.dir.path().join("workspace"),
         ModelChain::new(
             resolved(
                 &setup.provider,
@@ -741,14 +758,6 @@ async fn a_model_without_tool_calling_gets_no_tools_and_is_told_so() {
             Vec::new(),
         ),
         tools,
-        SessionStore::new(setup.dir.path().join("sessions")),
-        ContextBuilder::new(setup.dir.path().join("workspace")),
-        AgentSettings {
-            max_tokens: 100,
-            temperature: None,
-            max_tool_iterations: 40,
-            context_window_tokens: 65_536,
-        },
     );
     run(&setup, "list my files").await.1.unwrap();
     let request = &setup.provider.requests.lock().unwrap()[0];
@@ -775,20 +784,14 @@ fn with_memory(replies: Vec<Result<ChatResponse, ProviderError>>, rag_by_default
     let mut tools = ToolRegistry::new();
     tools.register(setup.echo.clone());
     Setup {
-        agent: Agent::new(
+        agent: agent_for(
+            &setup.dir,
+            &workspace,
             ModelChain::new(
                 resolved(&setup.provider, "m1", ModelProfile::GENERIC),
                 Vec::new(),
             ),
             tools,
-            SessionStore::new(setup.dir.path().join("sessions")),
-            ContextBuilder::new(&workspace),
-            AgentSettings {
-                max_tokens: 100,
-                temperature: None,
-                max_tool_iterations: 40,
-                context_window_tokens: 65_536,
-            },
         )
         .with_memory(MemoryRetrieval {
             database: setup.dir.path().join("state/memory-index.sqlite"),
@@ -921,20 +924,14 @@ async fn older_turns_are_consolidated_into_the_memory_files_and_new_folds_in_the
     );
     let workspace = setup.dir.path().join("workspace");
     let backups = setup.dir.path().join("state/memory-backups");
-    let agent = Agent::new(
+    let agent = agent_for(
+        &setup.dir,
+        &workspace,
         ModelChain::new(
             resolved(&setup.provider, "m1", ModelProfile::GENERIC),
             Vec::new(),
         ),
         ToolRegistry::new(),
-        SessionStore::new(setup.dir.path().join("sessions")),
-        ContextBuilder::new(&workspace),
-        AgentSettings {
-            max_tokens: 100,
-            temperature: None,
-            max_tool_iterations: 40,
-            context_window_tokens: 65_536,
-        },
     )
     .with_consolidation(Consolidation {
         after_messages: 4,
@@ -1035,20 +1032,14 @@ async fn a_consolidation_without_save_memory_changes_nothing_and_is_tried_again(
         40,
     );
     let workspace = setup.dir.path().join("workspace");
-    let agent = Agent::new(
+    let agent = agent_for(
+        &setup.dir,
+        &workspace,
         ModelChain::new(
             resolved(&setup.provider, "m1", ModelProfile::GENERIC),
             Vec::new(),
         ),
         ToolRegistry::new(),
-        SessionStore::new(setup.dir.path().join("sessions")),
-        ContextBuilder::new(&workspace),
-        AgentSettings {
-            max_tokens: 100,
-            temperature: None,
-            max_tool_iterations: 40,
-            context_window_tokens: 65_536,
-        },
     )
     .with_consolidation(Consolidation {
         after_messages: 4,
