@@ -894,6 +894,24 @@ async fn rag_mode_is_switched_per_conversation_and_off_puts_memory_back_in_the_p
     );
 }
 
+/// An agent without tools that consolidates after four messages, its MEMORY.md backups in
+/// `backups`.
+fn consolidating(setup: &Setup, backups: std::path::PathBuf) -> Agent {
+    agent_for(
+        &setup.dir,
+        setup.dir.path().join("workspace"),
+        ModelChain::new(
+            resolved(&setup.provider, "m1", ModelProfile::GENERIC),
+            Vec::new(),
+        ),
+        ToolRegistry::new(),
+    )
+    .with_consolidation(Consolidation {
+        after_messages: 4,
+        backups,
+    })
+}
+
 fn save_memory(history_entry: &str, memory_update: &str) -> Result<ChatResponse, ProviderError> {
     Ok(ChatResponse {
         content: vec![ContentBlock::ToolUse(ToolCall {
@@ -924,19 +942,7 @@ async fn older_turns_are_consolidated_into_the_memory_files_and_new_folds_in_the
     );
     let workspace = setup.dir.path().join("workspace");
     let backups = setup.dir.path().join("state/memory-backups");
-    let agent = agent_for(
-        &setup.dir,
-        &workspace,
-        ModelChain::new(
-            resolved(&setup.provider, "m1", ModelProfile::GENERIC),
-            Vec::new(),
-        ),
-        ToolRegistry::new(),
-    )
-    .with_consolidation(Consolidation {
-        after_messages: 4,
-        backups: backups.clone(),
-    });
+    let agent = consolidating(&setup, backups.clone());
     let turn = |text: &'static str| {
         let agent = &agent;
         let key = &setup.key;
@@ -1032,19 +1038,7 @@ async fn a_consolidation_without_save_memory_changes_nothing_and_is_tried_again(
         40,
     );
     let workspace = setup.dir.path().join("workspace");
-    let agent = agent_for(
-        &setup.dir,
-        &workspace,
-        ModelChain::new(
-            resolved(&setup.provider, "m1", ModelProfile::GENERIC),
-            Vec::new(),
-        ),
-        ToolRegistry::new(),
-    )
-    .with_consolidation(Consolidation {
-        after_messages: 4,
-        backups: setup.dir.path().join("backups"),
-    });
+    let agent = consolidating(&setup, setup.dir.path().join("backups"));
     for text in ["a", "b", "c"] {
         agent.run_turn(&setup.key, text, &mut |_| {}).await.unwrap();
     }
