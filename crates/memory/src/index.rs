@@ -14,6 +14,7 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 use sha2::{Digest as _, Sha256};
 
 use crate::chunker::chunk_markdown;
+use crate::documents::document_text;
 
 /// Bumped when the tables change; an index of another version is rebuilt.
 const SCHEMA_VERSION: i64 = 1;
@@ -25,7 +26,7 @@ const MAX_QUERY_TERMS: usize = 32;
 /// Folders of the workspace that are indexed, and the file endings read in each.
 const SOURCES: [(&str, &[&str]); 2] = [
     ("memory", &["md"]),
-    ("knowledge", &["md", "markdown", "txt"]),
+    ("knowledge", &["md", "markdown", "txt", "html", "htm"]),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -250,7 +251,7 @@ impl MemoryIndex {
                 continue;
             }
             remove_file(&tx, &file.relative).map_err(sql)?;
-            let text = String::from_utf8_lossy(&bytes);
+            let text = document_text(&file.absolute, &bytes);
             let chunks = chunk_markdown(&text);
             for chunk in &chunks {
                 tx.execute(

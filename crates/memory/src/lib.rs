@@ -2,6 +2,7 @@
 //! search index over the user's memory files and documents.
 
 mod chunker;
+mod documents;
 mod history;
 mod index;
 mod memory_files;
@@ -9,6 +10,7 @@ mod session_store;
 mod usage;
 
 pub use chunker::{Chunk, chunk_markdown};
+pub use documents::document_text;
 pub use history::{estimate_tokens, window};
 pub use index::{IndexError, IndexStatus, MemoryIndex, SearchHit, SyncReport};
 pub use memory_files::{MemoryFileError, append_history, rewrite_memory};

@@ -183,3 +183,26 @@ fn an_index_whose_sync_was_cut_short_is_the_last_complete_one() {
     assert_eq!(index.search("Lisbon", 10, 0.0).unwrap().len(), 1);
     assert_eq!(counts(&index.sync().unwrap()), (4, 0, 0, 0));
 }
+
+#[test]
+fn html_documents_are_indexed_as_their_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("workspace");
+    write(
+        &ws,
+        "knowledge/house/boiler.html",
+        "<html><head><script>var tracking = 'dentist';</script></head><body><h1>Boiler</h1><p>Serviced by Ravi in May; next service due in May.</p></body></html>",
+    );
+    let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &ws).unwrap();
+    index.sync().unwrap();
+    let hits = index.search("boiler service", 5, 0.0).unwrap();
+    assert_eq!(paths(&hits), vec!["knowledge/house/boiler.html:1-3"]);
+    assert_eq!(
+        hits[0].snippet,
+        "# Boiler\n\nServiced by Ravi in May; next service due in May."
+    );
+    assert!(
+        index.search("tracking", 5, 0.0).unwrap().is_empty(),
+        "scripts are not text"
+    );
+}

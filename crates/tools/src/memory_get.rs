@@ -77,11 +77,13 @@ impl Tool for MemoryGetTool {
                 args.path
             )));
         }
-        let text = std::fs::read_to_string(&path).map_err(|source| ToolError::Io {
+        let bytes = std::fs::read(&path).map_err(|source| ToolError::Io {
             action: "read",
             path: path.clone(),
             source,
         })?;
+        // The lines a search pointed at: HTML as the index read it, converted to markdown.
+        let text = nanocrab_memory::document_text(&path, &bytes);
         let total = text.lines().count();
         if start > total {
             return Err(ToolError::Rejected(format!(
