@@ -1,7 +1,7 @@
 //! The agent loop: one user message in, tool calls as needed, one answer out, every step
 //! persisted as it happens and reported as an [`AgentEvent`].
 
-use nanocrab_memory::{SessionEntry, SessionError, SessionStore, window};
+use nanocrab_memory::{SessionEntry, SessionError, SessionStore, estimate_tokens, window};
 use nanocrab_provider::{ChatRequest, ModelChain, ProviderDelta, ProviderError};
 use nanocrab_schema::{
     AgentEvent, ContentBlock, Image, LlmMessage, Role, SessionKey, StopReason, ToolResult, Usage,
@@ -104,6 +104,131 @@ impl Agent {
             consolidation: None,
             consolidating: std::sync::Mutex::default(),
         }
+    }
+
+    /// Summarises the older part of the history when it passes its share of `budget` (or at
+    /// once, with `force`), first folding it into the memory files when consolidation is on.
+    /// Returns whether a compaction record was written.
+    async fn compact(
+        &self,
+        key: &SessionKey,
+        budget: usize,
+        force: bool,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<bool, AgentError> {
+        use crate::compaction::{
+            KEEP_SHARE, MERGE_PROMPT, PART_SHARE, SUMMARY_PROMPT, TRIGGER_SHARE,
+        };
+
+        let session = self.store.load(key)?;
+        let entries = &session.entries;
+        let start = session
+            .compaction
+            .as_ref()
+            .map_or(0, |c| c.through.min(entries.len()));
+        let tokens: usize = session.messages().iter().map(estimate_tokens).sum();
+        if !force && (tokens as f64) <= budget as f64 * TRIGGER_SHARE {
+            return Ok(false);
+        }
+        // Keep the newest whole turns within their share; the current turn is always kept.
+        // Forced (the provider said the request was too long), keep only the current turn.
+        let keep = if force {
+            0
+        } else {
+            (budget as f64 * KEEP_SHARE) as usize
+        };
+        let is_turn_start = |e: &SessionEntry| {
+            e.role == Role::User
+                && e.content
+                    .iter()
+                    .all(|b| !matches!(b, ContentBlock::ToolResult(_)))
+        };
+        let (mut cut, mut kept) = (None, 0);
+        for i in (start..entries.len()).rev() {
+            kept += estimate_tokens(&entries[i].message());
+            if is_turn_start(&entries[i]) && (cut.is_none() || kept <= keep) {
+                cut = Some(i);
+            }
+            if kept > keep && cut.is_some() {
+                break;
+            }
+        }
+        let Some(cut) = cut.filter(|&cut| cut > start) else {
+            return Ok(false);
+        };
+        // The silent memory flush: what is about to leave the model's view goes to the
+        // memory files first.
+        if self.consolidation.is_some() {
+            let done = self.store.settings(key)?.consolidated_entries.max(start);
+            if done < cut
+                && let Err(err) = self.consolidate(key, &entries[done..cut], cut).await
+            {
+                tracing::warn!("{err}; compacting without it");
+            }
+        }
+        let part_chars = ((budget as f64 * PART_SHARE) as usize).max(500) * 4;
+        let mut parts: Vec<String> = Vec::new();
+        let mut part = match &session.compaction {
+            Some(earlier) => format!(
+                "Summary of what came before:\n{}\n\n",
+                earlier.summary.trim()
+            ),
+            None => String::new(),
+        };
+        for entry in &entries[start..cut] {
+            let text = crate::consolidation::render(entry);
+            if !part.is_empty() && part.len() + text.len() > part_chars {
+                parts.push(std::mem::take(&mut part));
+            }
+            part.push_str(&text);
+        }
+        parts.push(part);
+        let mut summaries = Vec::with_capacity(parts.len());
+        for part in parts {
+            summaries.push(self.summarise(SUMMARY_PROMPT, part).await?);
+        }
+        let summary = match <[String; 1]>::try_from(summaries) {
+            Ok([one]) => one,
+            Err(several) => {
+                let joined = several
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| format!("Part {}:\n{s}", i + 1))
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
+                self.summarise(MERGE_PROMPT, joined).await?
+            }
+        };
+        if summary.trim().is_empty() {
+            tracing::warn!("{key}: the model returned an empty summary; not compacting");
+            return Ok(false);
+        }
+        self.store
+            .append_compaction(key, &nanocrab_memory::Compaction::new(cut, summary))?;
+        on_event(AgentEvent::Compaction {
+            messages: cut - start,
+        });
+        Ok(true)
+    }
+
+    async fn summarise(&self, system: &str, text: String) -> Result<String, AgentError> {
+        let request = ChatRequest {
+            model: String::new(),
+            system: system.to_owned(),
+            messages: vec![LlmMessage::user(text)],
+            tools: Vec::new(),
+            max_tokens: self.settings.max_tokens,
+            temperature: self.settings.temperature,
+        };
+        let (_, response) = self
+            .models
+            .chat(0, &request, &mut |_| {}, &mut |_| {})
+            .await?;
+        Ok(LlmMessage {
+            role: Role::Assistant,
+            content: response.content,
+        }
+        .text())
     }
 
     /// Lets the agent fold older conversation into the memory files (`memory.consolidateAfter`).
@@ -328,6 +453,10 @@ impl Agent {
             .saturating_sub(self.settings.max_tokens as usize)
             .saturating_sub((system.len() + tools_chars) / 4)
             .max(1_000);
+        if self.compact(key, budget, false, on_event).await? {
+            history = self.store.load(key)?.messages();
+        }
+        let mut compacted_for_overflow = false;
         let ctx = ToolContext::new(self.context.workspace().to_path_buf());
         let mut usage = Usage::default();
         let mut seen_calls: Vec<(String, serde_json::Value)> = Vec::new();
@@ -366,7 +495,7 @@ impl Agent {
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 (*sink)(event);
             };
-            let (answered_by, response) = self
+            let answer = self
                 .models
                 .chat(
                     current,
@@ -383,7 +512,21 @@ impl Agent {
                         });
                     },
                 )
-                .await?;
+                .await;
+            let (answered_by, response) = match answer {
+                Ok(answer) => answer,
+                // The provider counted more tokens than the estimate did: compact, once, and
+                // ask again.
+                Err(err) if err.is_context_overflow() && !compacted_for_overflow => {
+                    compacted_for_overflow = true;
+                    if !self.compact(key, budget, true, on_event).await? {
+                        return Err(err.into());
+                    }
+                    history = self.store.load(key)?.messages();
+                    continue;
+                }
+                Err(err) => return Err(err.into()),
+            };
             current = answered_by;
             let label = self
                 .models

@@ -69,43 +69,55 @@ pub(crate) fn prompt(memory: &str, entries: &[SessionEntry]) -> String {
     });
     out.push_str("\n\n## Conversation to consolidate\n");
     for entry in entries {
-        let time = entry.timestamp.get(..16).unwrap_or(&entry.timestamp);
-        let who = match entry.role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
+        out.push_str(&render(entry));
+    }
+    out
+}
+
+/// One transcript entry as lines a model can read back: time, who, and what was said or done;
+/// a message longer than [`MAX_MESSAGE_CHARS`] is shortened and says so.
+pub(crate) fn render(entry: &SessionEntry) -> String {
+    let time = entry.timestamp.get(..16).unwrap_or(&entry.timestamp);
+    let who = match entry.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    };
+    let mut out = String::new();
+    for block in &entry.content {
+        let line = match block {
+            ContentBlock::Text { text } if !text.trim().is_empty() => {
+                format!("[{time}] {who}: {}", cut(text.trim()))
+            }
+            ContentBlock::ToolUse(call) => {
+                format!(
+                    "[{time}] {who} called {} {}",
+                    call.name,
+                    cut(&call.input.to_string())
+                )
+            }
+            ContentBlock::ToolResult(result) => {
+                format!("[{time}] tool result: {}", cut(&result.content))
+            }
+            ContentBlock::Image(image) => {
+                format!("[{time}] {who} sent an image ({})", image.media_type)
+            }
+            ContentBlock::Text { .. }
+            | ContentBlock::Thinking { .. }
+            | ContentBlock::RedactedThinking { .. } => continue,
         };
-        for block in &entry.content {
-            let line = match block {
-                ContentBlock::Text { text } if !text.trim().is_empty() => {
-                    format!("[{time}] {who}: {}", cut(text.trim()))
-                }
-                ContentBlock::ToolUse(call) => {
-                    format!(
-                        "[{time}] {who} called {} {}",
-                        call.name,
-                        cut(&call.input.to_string())
-                    )
-                }
-                ContentBlock::ToolResult(result) => {
-                    format!("[{time}] tool result: {}", cut(&result.content))
-                }
-                ContentBlock::Image(image) => {
-                    format!("[{time}] {who} sent an image ({})", image.media_type)
-                }
-                ContentBlock::Text { .. }
-                | ContentBlock::Thinking { .. }
-                | ContentBlock::RedactedThinking { .. } => continue,
-            };
-            out.push_str(&line);
-            out.push('\n');
-        }
+        out.push_str(&line);
+        out.push('\n');
     }
     out
 }
 
 fn cut(text: &str) -> String {
     match text.char_indices().nth(MAX_MESSAGE_CHARS) {
-        Some((at, _)) => format!("{}…", &text[..at]),
+        Some((at, _)) => format!(
+            "{} [… shortened: {} characters in all]",
+            &text[..at],
+            text.chars().count()
+        ),
         None => text.to_owned(),
     }
 }

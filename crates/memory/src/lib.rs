@@ -15,7 +15,7 @@ pub use history::{estimate_tokens, window};
 pub use index::{IndexError, IndexStatus, MemoryIndex, SearchHit, SyncReport};
 pub use memory_files::{MemoryFileError, append_history, rewrite_memory};
 pub use session_store::{
-    Session, SessionEntry, SessionError, SessionMetadata, SessionSettings, SessionStore,
-    SessionSummary,
+    Compaction, Session, SessionEntry, SessionError, SessionMetadata, SessionSettings,
+    SessionStore, SessionSummary,
 };
 pub use usage::{ModelCall, TranscriptUsage, TurnUsage, read_usage};

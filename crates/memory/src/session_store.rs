@@ -58,6 +58,29 @@ pub struct SessionMetadata {
     pub version: u32,
 }
 
+/// A summary that stands, in what the model is sent, for the first `through` entries of the
+/// transcript; the entries themselves stay in the file. A line of its own in the transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Compaction {
+    #[serde(rename = "_type")]
+    pub kind: String,
+    pub through: usize,
+    pub summary: String,
+    pub timestamp: String,
+}
+
+impl Compaction {
+    pub fn new(through: usize, summary: String) -> Self {
+        Self {
+            kind: "compaction".to_owned(),
+            through,
+            summary,
+            timestamp: jiff::Timestamp::now().to_string(),
+        }
+    }
+}
+
 /// Choices made for one conversation (`/rag on`), kept beside its transcript in
 /// `<key>.settings.json`. They outlive `/new`: they belong to the chat, not to one transcript.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +107,8 @@ pub struct Session {
     pub key: SessionKey,
     pub metadata: Option<SessionMetadata>,
     pub entries: Vec<SessionEntry>,
+    /// The newest summary of the transcript's beginning, which the model gets instead of it.
+    pub compaction: Option<Compaction>,
     /// The directory image references are relative to.
     dir: PathBuf,
 }
@@ -97,7 +122,11 @@ impl Session {
         let mut out: Vec<LlmMessage> = Vec::with_capacity(self.entries.len());
         // Calls of the last assistant message that still wait for their results.
         let mut pending: Vec<String> = Vec::new();
-        for entry in &self.entries {
+        let start = self
+            .compaction
+            .as_ref()
+            .map_or(0, |c| c.through.min(self.entries.len()));
+        for entry in &self.entries[start..] {
             let mut message = entry.message();
             for block in &mut message.content {
                 if let ContentBlock::Image(image) = block
@@ -168,6 +197,24 @@ impl Session {
                 role: Role::User,
                 content: pending.drain(..).map(interrupted).collect(),
             });
+        }
+        // The summary rides on the first question kept, so that the history still starts
+        // with a question and alternates as every provider wants.
+        if let Some(compaction) = &self.compaction {
+            let note = ContentBlock::text(format!(
+                "[Summary of the earlier conversation; the whole of it is in the transcript]\n{}\n\n",
+                compaction.summary.trim()
+            ));
+            match out.first_mut() {
+                Some(first) if first.role == Role::User => first.content.insert(0, note),
+                Some(_) | None => out.insert(
+                    0,
+                    LlmMessage {
+                        role: Role::User,
+                        content: vec![note],
+                    },
+                ),
+            }
         }
         out
     }
@@ -246,6 +293,7 @@ impl SessionStore {
                     key: key.clone(),
                     metadata: None,
                     entries: Vec::new(),
+                    compaction: None,
                     dir: self.dir.clone(),
                 });
             }
@@ -257,11 +305,12 @@ impl SessionStore {
                 });
             }
         };
-        let (metadata, entries) = parse_transcript(&path, &bytes);
+        let parsed = parse_transcript(&path, &bytes);
         Ok(Session {
             key: key.clone(),
-            metadata,
-            entries,
+            metadata: parsed.metadata,
+            entries: parsed.entries,
+            compaction: parsed.compaction,
             dir: self.dir.clone(),
         })
     }
@@ -308,6 +357,32 @@ impl SessionStore {
         temp.as_file().sync_data().map_err(|e| io("sync", e))?;
         temp.persist(&path).map_err(|e| io("rename", e.error))?;
         Ok(())
+    }
+
+    /// Appends a compaction record: from now on the model gets `summary` instead of the first
+    /// `through` entries.
+    pub fn append_compaction(
+        &self,
+        key: &SessionKey,
+        compaction: &Compaction,
+    ) -> Result<(), SessionError> {
+        let path = self.path(key);
+        let io = |action, source| SessionError::Io {
+            action,
+            path: path.clone(),
+            source,
+        };
+        let mut line = serde_json::to_vec(compaction)?;
+        line.push(b'\n');
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| io("open", e))?;
+        if ends_without_newline(&path) {
+            file.write_all(b"\n").map_err(|e| io("write", e))?;
+        }
+        file.write_all(&line).map_err(|e| io("write", e))?;
+        file.sync_data().map_err(|e| io("sync", e))
     }
 
     /// Appends entries, writing the metadata line first for a new transcript. Each call ends
@@ -514,14 +589,20 @@ impl SessionStore {
     }
 }
 
+/// What a transcript file holds.
+pub(crate) struct ParsedTranscript {
+    pub metadata: Option<SessionMetadata>,
+    pub entries: Vec<SessionEntry>,
+    /// The newest compaction record.
+    pub compaction: Option<Compaction>,
+}
+
 /// The records of a transcript file's bytes. Lines that do not parse (a torn last line after
 /// a crash, a hand edit gone wrong) are skipped with a warning naming `path`, never fatal.
-pub(crate) fn parse_transcript(
-    path: &Path,
-    bytes: &[u8],
-) -> (Option<SessionMetadata>, Vec<SessionEntry>) {
+pub(crate) fn parse_transcript(path: &Path, bytes: &[u8]) -> ParsedTranscript {
     let mut metadata = None;
     let mut entries = Vec::new();
+    let mut compaction = None;
     for (index, line) in bytes.split(|b| *b == b'\n').enumerate() {
         if line.trim_ascii().is_empty() {
             continue;
@@ -534,14 +615,21 @@ pub(crate) fn parse_transcript(
         }
         match serde_json::from_slice::<SessionEntry>(line) {
             Ok(entry) => entries.push(entry),
-            Err(err) => tracing::warn!(
-                "{}:{}: skipping an unreadable line ({err})",
-                path.display(),
-                index + 1
-            ),
+            Err(err) => match serde_json::from_slice::<Compaction>(line) {
+                Ok(record) if record.kind == "compaction" => compaction = Some(record),
+                Ok(_) | Err(_) => tracing::warn!(
+                    "{}:{}: skipping an unreadable line ({err})",
+                    path.display(),
+                    index + 1
+                ),
+            },
         }
     }
-    (metadata, entries)
+    ParsedTranscript {
+        metadata,
+        entries,
+        compaction,
+    }
 }
 
 fn ends_without_newline(path: &Path) -> bool {

@@ -90,7 +90,7 @@ pub fn read_usage(
                 path: path.clone(),
                 source,
             })?;
-            let (_, entries) = parse_transcript(&path, &bytes);
+            let entries = parse_transcript(&path, &bytes).entries;
             let mut turns: Vec<TurnUsage> = Vec::new();
             for entry in entries {
                 match entry.role {

@@ -127,6 +127,43 @@ impl ProviderError {
         }
     }
 
+    /// The request was longer than the model's context window: compacting the history and
+    /// trying again can help, where retrying as is cannot.
+    pub fn is_context_overflow(&self) -> bool {
+        const SIGNS: [&str; 7] = [
+            "prompt is too long",
+            "maximum context length",
+            "context_length_exceeded",
+            "context length",
+            "context window",
+            "exceeds the maximum number of tokens",
+            "too many tokens",
+        ];
+        let says = |text: &str| {
+            let text = text.to_ascii_lowercase();
+            SIGNS.iter().any(|sign| text.contains(sign))
+        };
+        match self {
+            Self::Status {
+                status,
+                message,
+                kind,
+                ..
+            } => {
+                matches!(status, 400 | 413) && (says(message) || kind.as_deref().is_some_and(says))
+            }
+            Self::Api { kind, message, .. } => says(kind) || says(message),
+            Self::Connect { .. }
+            | Self::Stream { .. }
+            | Self::Client { .. }
+            | Self::BadModelName { .. }
+            | Self::UnknownProvider { .. }
+            | Self::MissingKey { .. }
+            | Self::MissingApiBase { .. }
+            | Self::AllModelsFailed { .. } => false,
+        }
+    }
+
     pub(crate) fn retry_after(&self) -> Option<Duration> {
         match self {
             Self::Status { retry_after, .. } => *retry_after,
@@ -218,6 +255,56 @@ pub(crate) fn redact(message: &str, api_key: Option<&str>) -> String {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn context_overflows_are_recognised_in_each_providers_words() {
+        let status = |status: u16, kind: Option<&str>, message: &str| ProviderError::Status {
+            provider: "p".into(),
+            status,
+            message: message.into(),
+            kind: kind.map(str::to_owned),
+            hint: String::new(),
+            attempts: 1,
+            retry_after: None,
+        };
+        for (error, overflow) in [
+            (
+                status(
+                    400,
+                    Some("invalid_request_error"),
+                    "prompt is too long: 208310 tokens > 200000 maximum",
+                ),
+                true,
+            ),
+            (
+                status(
+                    400,
+                    Some("context_length_exceeded"),
+                    "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens",
+                ),
+                true,
+            ),
+            (
+                status(
+                    400,
+                    Some("INVALID_ARGUMENT"),
+                    "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)",
+                ),
+                true,
+            ),
+            (
+                status(
+                    400,
+                    Some("invalid_request_error"),
+                    "max_tokens: must be at most 8192",
+                ),
+                false,
+            ),
+            (status(429, None, "too many tokens per minute"), false),
+        ] {
+            assert_eq!(error.is_context_overflow(), overflow, "{error}");
+        }
+    }
 
     #[test]
     fn keys_are_redacted_from_provider_messages() {

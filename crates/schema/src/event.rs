@@ -26,6 +26,9 @@ pub enum AgentEvent {
     },
     /// The model is called again after tool results: a new response begins.
     NewResponse { iteration: u32 },
+    /// The history's older part was summarised to fit the context window; the model now gets
+    /// the summary instead of those `messages` (the transcript keeps them).
+    Compaction { messages: usize },
     /// Memory retrieved for this message (RAG mode): added to this turn's request only.
     Retrieval { sources: Vec<RetrievedSource> },
     /// Tokens used by one model call; `model` is the `provider/model` that answered.

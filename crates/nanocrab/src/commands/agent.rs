@@ -192,6 +192,10 @@ impl EventPrinter {
                 }
             }
             AgentEvent::Reasoning { .. } | AgentEvent::Usage { .. } => {}
+            AgentEvent::Compaction { messages } => {
+                self.end_line(&mut out);
+                eprintln!("  ⟳ {messages} earlier messages summarised to fit the context window");
+            }
             AgentEvent::Retrieval { sources } => {
                 let found: Vec<String> = sources
                     .iter()

@@ -38,7 +38,19 @@ pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
             }
             let session = store.load(&key)?;
             println!("session {key}");
-            for entry in &session.entries {
+            for (index, entry) in session.entries.iter().enumerate() {
+                if let Some(compaction) = &session.compaction
+                    && compaction.through == index
+                {
+                    println!(
+                        "[{}] (the model now gets this summary instead of the {index} messages above)\n{}",
+                        compaction
+                            .timestamp
+                            .get(..19)
+                            .unwrap_or(&compaction.timestamp),
+                        indent(&compaction.summary)
+                    );
+                }
                 let time = entry.timestamp.get(..19).unwrap_or(&entry.timestamp);
                 let who = match entry.role {
                     Role::User => "user",
