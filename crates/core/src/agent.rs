@@ -17,6 +17,10 @@ use crate::retrieval::MemoryRetrieval;
 const MAX_IDENTICAL_CALLS: usize = 2;
 /// Refused repeats after which the turn is stopped.
 const MAX_REFUSED_REPEATS: u32 = 3;
+/// Bounds of the learned provider-tokens-per-estimated-token ratio: a wild usage report
+/// (a mock, a provider that counts oddly) must not empty or overflow the window.
+const MIN_TOKEN_RATIO: f64 = 0.5;
+const MAX_TOKEN_RATIO: f64 = 4.0;
 
 pub const HELP_TEXT: &str = "Commands:\n  /new      start a new conversation (the current one is archived)\n  /reset    same as /new\n  /clear    same as /new\n  /rag on   memory arrives by search with each message, not whole in the prompt\n  /rag off  MEMORY.md whole in the prompt again\n  /help     this list";
 
@@ -229,6 +233,33 @@ impl Agent {
             content: response.content,
         }
         .text())
+    }
+
+    /// Learns how many prompt tokens the provider counts per estimated token, from one request
+    /// whose size was `estimated` and which it billed as `reported`; kept per conversation.
+    fn calibrate(
+        &self,
+        key: &SessionKey,
+        estimated: usize,
+        reported: u64,
+    ) -> Result<(), AgentError> {
+        if estimated == 0 || reported == 0 {
+            return Ok(());
+        }
+        let seen = (reported as f64 / estimated as f64).clamp(MIN_TOKEN_RATIO, MAX_TOKEN_RATIO);
+        let mut settings = self.store.settings(key)?;
+        // A moving average: one odd request (a cached prompt reported oddly) moves it little.
+        let ratio = settings
+            .token_ratio
+            .map_or(seen, |old| old * 0.7 + seen * 0.3);
+        if settings
+            .token_ratio
+            .is_none_or(|old| (old - ratio).abs() > old * 0.05)
+        {
+            settings.token_ratio = Some(ratio);
+            self.store.save_settings(key, &settings)?;
+        }
+        Ok(())
     }
 
     /// Lets the agent fold older conversation into the memory files (`memory.consolidateAfter`).
@@ -448,11 +479,19 @@ impl Agent {
             .map(|t| t.description.len() + t.parameters.to_string().len())
             .sum();
         // What is left of the context window for history once the prompt, the tool schemas
-        // and the answer are accounted for (about four characters a token).
-        let budget = (self.settings.context_window_tokens as usize)
-            .saturating_sub(self.settings.max_tokens as usize)
-            .saturating_sub((system.len() + tools_chars) / 4)
-            .max(1_000);
+        // and the answer are accounted for, in estimated tokens (about four characters each)
+        // scaled by what this conversation's provider has been seen to count.
+        let ratio = self
+            .store
+            .settings(key)?
+            .token_ratio
+            .unwrap_or(1.0)
+            .clamp(MIN_TOKEN_RATIO, MAX_TOKEN_RATIO);
+        let fixed = (system.len() + tools_chars) / 4;
+        let budget = ((self.settings.context_window_tokens as usize)
+            .saturating_sub(self.settings.max_tokens as usize) as f64
+            / ratio) as usize;
+        let budget = budget.saturating_sub(fixed).max(1_000);
         if self.compact(key, budget, false, on_event).await? {
             history = self.store.load(key)?.messages();
         }
@@ -534,6 +573,8 @@ impl Agent {
                 .map(|m| m.label.clone())
                 .unwrap_or_default();
             usage += response.usage;
+            let estimated = fixed + request.messages.iter().map(estimate_tokens).sum::<usize>();
+            self.calibrate(key, estimated, response.usage.prompt_tokens())?;
             on_event(AgentEvent::Usage {
                 model: label.clone(),
                 usage: response.usage,

@@ -29,6 +29,9 @@ struct Scripted {
     replies: Mutex<VecDeque<Result<ChatResponse, ProviderError>>>,
     requests: Mutex<Vec<ChatRequest>>,
     summaries: Mutex<Vec<ChatRequest>>,
+    /// When not 0, report this many times the request's estimated size as its prompt tokens
+    /// (1: as a real provider would) instead of the scripted figure.
+    usage_factor: std::sync::atomic::AtomicU64,
 }
 
 #[async_trait]
@@ -50,12 +53,29 @@ impl LlmProvider for Scripted {
             return answer(&format!("Summary {}", summaries.len()), StopReason::EndTurn);
         }
         self.requests.lock().unwrap().push(request.clone());
-        let reply = self
+        let mut reply = self
             .replies
             .lock()
             .unwrap()
             .pop_front()
             .expect("a scripted reply");
+        let factor = self.usage_factor.load(Ordering::SeqCst);
+        if let Ok(response) = &mut reply
+            && factor > 0
+        {
+            let tools: usize = request
+                .tools
+                .iter()
+                .map(|t| t.description.len() + t.parameters.to_string().len())
+                .sum();
+            response.usage.input_tokens = factor
+                * ((request.system.len() + tools) / 4
+                    + request
+                        .messages
+                        .iter()
+                        .map(nanocrab_memory::estimate_tokens)
+                        .sum::<usize>()) as u64;
+        }
         if let Ok(response) = &reply {
             for block in &response.content {
                 match block {
@@ -438,6 +458,7 @@ async fn old_turns_are_summarised_to_fit_the_window_but_stay_in_the_transcript()
             context_window_tokens: 1_200,
         },
     );
+    setup.provider.usage_factor.store(1, Ordering::SeqCst);
     let first = "a".repeat(3_000);
     let second = "b".repeat(3_000);
     let (_, _) = run(&setup, &first).await;
@@ -1164,6 +1185,7 @@ async fn a_500_turn_conversation_never_exceeds_the_window_and_never_splits_a_too
         context_window_tokens: 4_000,
     };
     let setup = setup_with(replies, settings);
+    setup.provider.usage_factor.store(1, Ordering::SeqCst);
     for turn in 0..500 {
         let text = format!("question {turn} {}", "z".repeat(turn % 3 * 400));
         run(&setup, &text).await.1.unwrap();
@@ -1205,4 +1227,32 @@ async fn a_500_turn_conversation_never_exceeds_the_window_and_never_splits_a_too
         setup.agent.store().load(&setup.key).unwrap().entries.len(),
         2_000
     );
+}
+
+#[tokio::test]
+async fn the_token_estimate_learns_what_the_provider_counts() {
+    let setup = setup(
+        vec![
+            answer("ok", StopReason::EndTurn),
+            answer("ok", StopReason::EndTurn),
+        ],
+        40,
+    );
+    // The provider counts three times the estimate (as for dense code or CJK text).
+    setup.provider.usage_factor.store(3, Ordering::SeqCst);
+    run(&setup, "hello").await.1.unwrap();
+    let ratio = |setup: &Setup| {
+        setup
+            .agent
+            .store()
+            .settings(&setup.key)
+            .unwrap()
+            .token_ratio
+            .unwrap()
+    };
+    assert!((ratio(&setup) - 3.0).abs() < 1e-9, "{}", ratio(&setup));
+    // Then it counts as estimated: the learned ratio moves, a little at a time.
+    setup.provider.usage_factor.store(1, Ordering::SeqCst);
+    run(&setup, "again").await.1.unwrap();
+    assert!((ratio(&setup) - 2.4).abs() < 1e-9, "{}", ratio(&setup));
 }

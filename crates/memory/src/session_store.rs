@@ -83,7 +83,7 @@ impl Compaction {
 
 /// Choices made for one conversation (`/rag on`), kept beside its transcript in
 /// `<key>.settings.json`. They outlive `/new`: they belong to the chat, not to one transcript.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionSettings {
     /// Memory arrives by retrieval for each message instead of whole in the system prompt;
@@ -94,6 +94,10 @@ pub struct SessionSettings {
     /// when `/new` archives the transcript.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub consolidated_entries: usize,
+    /// The provider's prompt tokens per estimated token (about four characters), learned from
+    /// its usage reports: code, other scripts and other tokenizers count differently.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_ratio: Option<f64>,
 }
 
 fn is_zero(n: &usize) -> bool {
