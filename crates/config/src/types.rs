@@ -67,6 +67,9 @@ pub struct MemoryConfig {
     /// `/new` consolidates what is left first.
     #[serde(default = "default_consolidate_after")]
     pub consolidate_after: u32,
+    /// Also search the conversation transcripts (`sessions/*.jsonl`, archived ones included).
+    #[serde(default)]
+    pub index_sessions: bool,
 }
 
 fn default_consolidate_after() -> u32 {
@@ -80,6 +83,7 @@ impl Default for MemoryConfig {
             min_score: 0.0,
             rag_mode: false,
             consolidate_after: default_consolidate_after(),
+            index_sessions: false,
         }
     }
 }

@@ -16,6 +16,8 @@ pub struct MemoryRetrieval {
     pub min_score: f64,
     /// `memory.ragMode`: for conversations that did not choose with `/rag on|off`.
     pub rag_by_default: bool,
+    /// The transcripts, when they are searched too (`memory.indexSessions`).
+    pub sessions: Option<PathBuf>,
 }
 
 impl MemoryRetrieval {
@@ -28,7 +30,8 @@ impl MemoryRetrieval {
         let this = self.clone();
         let message = message.to_owned();
         let hits = tokio::task::spawn_blocking(move || {
-            let mut index = MemoryIndex::open(&this.database, &this.workspace)?;
+            let mut index = MemoryIndex::open(&this.database, &this.workspace)?
+                .with_sessions(this.sessions.clone());
             index.sync()?;
             index.search(&message, this.max_results, this.min_score)
         })

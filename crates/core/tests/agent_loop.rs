@@ -906,6 +906,7 @@ fn with_memory(replies: Vec<Result<ChatResponse, ProviderError>>, rag_by_default
             max_results: 3,
             min_score: 0.0,
             rag_by_default,
+            sessions: None,
         }),
         ..setup
     }
@@ -989,7 +990,7 @@ async fn rag_mode_is_switched_per_conversation_and_off_puts_memory_back_in_the_p
             .last()
             .unwrap()
             .text()
-            .contains("memory/MEMORY.md:1-3"),
+            .contains("memory/MEMORY.md:1-2"),
         "{:?}",
         requests[1].messages
     );

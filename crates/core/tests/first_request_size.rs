@@ -15,6 +15,7 @@ fn hello_with_the_default_workspace_and_tools_is_under_10000_characters() {
         &MemoryConfig::default(),
         dir.path(),
         &dir.path().join("state/memory-index.sqlite"),
+        &dir.path().join("sessions"),
         None,
     )
     .unwrap();

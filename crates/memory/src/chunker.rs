@@ -67,14 +67,17 @@ fn window(lines: &[(usize, &str)], heading: &str, chunks: &mut Vec<Chunk>) {
         while end < lines.len() && size(&lines[start..=end]) <= WINDOW_CHARS {
             end += 1;
         }
+        // Blank lines at either end are not part of what a hit points at.
         let piece = &lines[start..end];
-        let text = piece.iter().map(|(_, l)| *l).collect::<Vec<_>>().join("\n");
-        if !text.trim().is_empty() {
+        let first = piece.iter().position(|(_, l)| !l.trim().is_empty());
+        let last = piece.iter().rposition(|(_, l)| !l.trim().is_empty());
+        if let (Some(first), Some(last)) = (first, last) {
+            let piece = &piece[first..=last];
             chunks.push(Chunk {
                 start_line: piece[0].0,
                 end_line: piece[piece.len() - 1].0,
                 heading: heading.to_owned(),
-                text,
+                text: piece.iter().map(|(_, l)| *l).collect::<Vec<_>>().join("\n"),
             });
         }
         if end == lines.len() {
@@ -105,7 +108,7 @@ mod tests {
         assert_eq!(
             summary,
             vec![
-                (1, 2, ""),
+                (1, 1, ""),
                 (3, 3, "Projects"),
                 (4, 8, "Projects > nanocrab"),
                 (9, 11, "Projects > garden"),

@@ -9,6 +9,9 @@ const SKIPPED_TAGS: [&str; 5] = ["script", "style", "noscript", "template", "svg
 
 pub fn document_text(path: &Path, bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
+    if path.extension().and_then(|e| e.to_str()) == Some("jsonl") {
+        return transcript_text(&text);
+    }
     let is_html = path
         .extension()
         .and_then(|e| e.to_str())
@@ -23,6 +26,37 @@ pub fn document_text(path: &Path, bytes: &[u8]) -> String {
     converter
         .convert(&text)
         .unwrap_or_else(|_| text.into_owned())
+}
+
+/// A session transcript as text: for each line of the file one line, what the user or the
+/// assistant said on it (the rest blank), so that line numbers are the file's.
+fn transcript_text(jsonl: &str) -> String {
+    jsonl
+        .lines()
+        .map(
+            |line| match serde_json::from_str::<crate::SessionEntry>(line) {
+                Ok(entry) => {
+                    let said = entry
+                        .message()
+                        .text()
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    if said.is_empty() {
+                        String::new()
+                    } else {
+                        let who = match entry.role {
+                            nanocrab_schema::Role::User => "user",
+                            nanocrab_schema::Role::Assistant => "assistant",
+                        };
+                        format!("{who}: {said}")
+                    }
+                }
+                Err(_) => String::new(),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]
@@ -40,6 +74,23 @@ mod tests {
         assert_eq!(
             document_text(Path::new("knowledge/notes.md"), b"<b>kept</b>"),
             "<b>kept</b>"
+        );
+    }
+
+    #[test]
+    fn a_transcript_keeps_its_line_numbers_and_only_what_was_said() {
+        let jsonl = concat!(
+            r#"{"_type":"metadata","key":"cli:default","createdAt":"t","version":1}"#,
+            "\n",
+            r#"{"role":"user","content":[{"type":"text","text":"book the\ndentist"}],"timestamp":"t"}"#,
+            "\n",
+            r#"{"role":"assistant","content":[{"type":"tool_use","id":"c","name":"exec","input":{}}],"timestamp":"t"}"#,
+            "\n",
+            r#"{"role":"assistant","content":[{"type":"text","text":"Booked."}],"timestamp":"t"}"#,
+        );
+        assert_eq!(
+            document_text(Path::new("sessions/cli:default.jsonl"), jsonl.as_bytes()),
+            "\nuser: book the dentist\n\nassistant: Booked."
         );
     }
 }

@@ -23,6 +23,9 @@ const SNIPPET_CHARS: usize = 700;
 /// Words of a query used at most; more add nothing to BM25 but time.
 const MAX_QUERY_TERMS: usize = 32;
 
+/// The source name of session transcripts, indexed when asked for.
+const SESSIONS: &str = "sessions";
+
 /// Folders of the workspace that are indexed, and the file endings read in each.
 const SOURCES: [(&str, &[&str]); 2] = [
     ("memory", &["md"]),
@@ -75,7 +78,7 @@ pub struct IndexStatus {
     pub database: PathBuf,
     pub files: usize,
     pub chunks: usize,
-    /// Files per source folder, in [`SOURCES`] order.
+    /// Files per source folder, in [`SOURCES`] order, then `sessions` when indexed.
     pub per_source: Vec<(&'static str, usize)>,
     pub last_sync: Option<String>,
 }
@@ -84,6 +87,8 @@ pub struct MemoryIndex {
     conn: Connection,
     database: PathBuf,
     workspace: PathBuf,
+    /// Also index the conversation transcripts here (`memory.indexSessions`).
+    sessions: Option<PathBuf>,
 }
 
 impl MemoryIndex {
@@ -94,7 +99,7 @@ impl MemoryIndex {
             Ok(index) => Ok(index),
             Err(err) => {
                 tracing::warn!("{err}; rebuilding the memory index from the files");
-                Self::rebuild(database, workspace).map(|(index, _)| index)
+                Self::rebuild(database, workspace, None).map(|(index, _)| index)
             }
         }
     }
@@ -146,12 +151,25 @@ impl MemoryIndex {
             conn,
             database: database.to_path_buf(),
             workspace: workspace.to_path_buf(),
+            sessions: None,
         })
+    }
+
+    /// Indexes the session transcripts in `dir` too (their text, a line of the index for each
+    /// line of the file, so a hit's lines are the transcript's); `None` leaves them out, and a
+    /// sync then removes any indexed before.
+    pub fn with_sessions(mut self, dir: Option<PathBuf>) -> Self {
+        self.sessions = dir;
+        self
     }
 
     /// Builds a new index from the files into a temporary file beside `database`, then renames
     /// it into place: until the rename, the old index stays whole and in use.
-    pub fn rebuild(database: &Path, workspace: &Path) -> Result<(Self, SyncReport), IndexError> {
+    pub fn rebuild(
+        database: &Path,
+        workspace: &Path,
+        sessions: Option<PathBuf>,
+    ) -> Result<(Self, SyncReport), IndexError> {
         let dir = database.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
             action: "create",
@@ -167,7 +185,8 @@ impl MemoryIndex {
                 source,
             })?;
         let report = {
-            let mut fresh = Self::open_existing(temp.path(), workspace)?;
+            let mut fresh =
+                Self::open_existing(temp.path(), workspace)?.with_sessions(sessions.clone());
             let report = fresh.sync()?;
             // Everything into the main file before it moves: no -wal file may be left behind.
             fresh
@@ -190,7 +209,10 @@ impl MemoryIndex {
             path: database.to_path_buf(),
             source: err.error,
         })?;
-        Ok((Self::open_existing(database, workspace)?, report))
+        Ok((
+            Self::open_existing(database, workspace)?.with_sessions(sessions),
+            report,
+        ))
     }
 
     /// Brings the index up to date with the files: new and changed files are chunked and
@@ -347,7 +369,8 @@ impl MemoryIndex {
                 .map_err(sql)
         };
         let mut per_source = Vec::new();
-        for (source, _) in SOURCES {
+        let sessions = self.sessions.as_ref().map(|_| SESSIONS);
+        for source in SOURCES.iter().map(|(s, _)| *s).chain(sessions) {
             let n: i64 = self
                 .conn
                 .query_row(
@@ -380,60 +403,75 @@ impl MemoryIndex {
     fn source_files(&self) -> Result<Vec<SourceFile>, IndexError> {
         let mut out = Vec::new();
         for (source, endings) in SOURCES {
-            let mut stack = vec![self.workspace.join(source)];
-            while let Some(dir) = stack.pop() {
-                let entries = match std::fs::read_dir(&dir) {
-                    Ok(entries) => entries,
-                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
-                    Err(source) => {
-                        return Err(IndexError::Io {
-                            action: "list",
-                            path: dir,
-                            source,
-                        });
-                    }
-                };
-                for entry in entries.flatten() {
-                    let Ok(kind) = entry.file_type() else {
-                        continue;
-                    };
-                    let path = entry.path();
-                    if kind.is_dir() {
-                        stack.push(path);
-                        continue;
-                    }
-                    let readable = kind.is_file()
-                        && path
-                            .extension()
-                            .and_then(|e| e.to_str())
-                            .is_some_and(|e| endings.contains(&e.to_ascii_lowercase().as_str()));
-                    let Some(relative) = readable
-                        .then(|| path.strip_prefix(&self.workspace).ok())
-                        .flatten()
-                        .and_then(|p| p.to_str())
-                        .map(|p| p.replace(std::path::MAIN_SEPARATOR, "/"))
-                    else {
-                        continue;
-                    };
-                    let Ok(meta) = entry.metadata() else { continue };
-                    let mtime = meta
-                        .modified()
-                        .ok()
-                        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                        .map_or(0, |d| d.as_nanos() as i64);
-                    out.push(SourceFile {
-                        absolute: path,
-                        relative,
-                        source,
-                        mtime,
-                        size: meta.len() as i64,
-                    });
-                }
-            }
+            walk(&self.workspace.join(source), source, endings, &mut out)?;
+        }
+        if let Some(dir) = &self.sessions {
+            walk(dir, SESSIONS, &["jsonl"], &mut out)?;
         }
         out.sort_by(|a, b| a.relative.cmp(&b.relative));
         Ok(out)
     }
+}
+
+/// Adds every file under `root` with one of `endings` to `out`, named `<source>/<path under
+/// root>`.
+fn walk(
+    root: &Path,
+    source: &'static str,
+    endings: &[&str],
+    out: &mut Vec<SourceFile>,
+) -> Result<(), IndexError> {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => {
+                return Err(IndexError::Io {
+                    action: "list",
+                    path: dir,
+                    source: err,
+                });
+            }
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if kind.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let readable = kind.is_file()
+                && path
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|e| endings.contains(&e.to_ascii_lowercase().as_str()));
+            let Some(relative) = readable
+                .then(|| path.strip_prefix(root).ok())
+                .flatten()
+                .and_then(|p| p.to_str())
+                .map(|p| format!("{source}/{}", p.replace(std::path::MAIN_SEPARATOR, "/")))
+            else {
+                continue;
+            };
+            let Ok(meta) = entry.metadata() else { continue };
+            let mtime = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos() as i64);
+            out.push(SourceFile {
+                absolute: path,
+                relative,
+                source,
+                mtime,
+                size: meta.len() as i64,
+            });
+        }
+    }
+    Ok(())
 }
 
 struct SourceFile {

@@ -155,7 +155,7 @@ fn a_damaged_index_is_rebuilt_from_the_files_and_a_rebuild_replaces_it_whole() {
     drop(index);
 
     write(&ws, "memory/MEMORY.md", "# People\n- Ada moved to Porto.\n");
-    let (index, report) = MemoryIndex::rebuild(&db, &ws).unwrap();
+    let (index, report) = MemoryIndex::rebuild(&db, &ws, None).unwrap();
     assert_eq!(counts(&report), (4, 4, 0, 0));
     assert!(index.search("Lisbon", 10, 0.0).unwrap().is_empty());
     assert_eq!(index.search("Porto", 10, 0.0).unwrap().len(), 1);
@@ -205,4 +205,44 @@ fn html_documents_are_indexed_as_their_text() {
         index.search("tracking", 5, 0.0).unwrap().is_empty(),
         "scripts are not text"
     );
+}
+
+#[test]
+fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
+    let dir = workspace();
+    let ws = dir.path().join("workspace");
+    let sessions = dir.path().join("sessions");
+    let store = nanocrab_memory::SessionStore::new(&sessions);
+    let key = nanocrab_schema::SessionKey::parse("telegram:42").unwrap();
+    store
+        .append(
+            &key,
+            &[
+                nanocrab_memory::SessionEntry::now(nanocrab_schema::LlmMessage::user(
+                    "remember the plumber's number",
+                )),
+                nanocrab_memory::SessionEntry::now(nanocrab_schema::LlmMessage::assistant(
+                    "The plumber, Kwame, is on 0117 496 0321.",
+                )),
+            ],
+        )
+        .unwrap();
+    let db = dir.path().join("index.sqlite");
+    let mut index = MemoryIndex::open(&db, &ws)
+        .unwrap()
+        .with_sessions(Some(sessions.clone()));
+    assert_eq!(counts(&index.sync().unwrap()), (5, 5, 0, 0));
+    // Line 1 is the transcript's metadata; the user spoke on line 2, the assistant on line 3.
+    assert_eq!(
+        paths(&index.search("plumber Kwame", 5, 0.0).unwrap()),
+        vec!["sessions/telegram:42.jsonl:2-3"]
+    );
+    assert_eq!(
+        index.status().unwrap().per_source,
+        vec![("memory", 2), ("knowledge", 2), ("sessions", 1)]
+    );
+    // Turned off again: the transcripts leave the index.
+    let mut index = MemoryIndex::open(&db, &ws).unwrap();
+    assert_eq!(counts(&index.sync().unwrap()), (4, 0, 0, 1));
+    assert!(index.search("plumber", 5, 0.0).unwrap().is_empty());
 }

@@ -28,12 +28,14 @@ pub enum ToolSetupError {
 
 /// read_file, write_file, edit_file, list_dir, exec, memory_search and memory_get, in that
 /// order, under `config`'s policy. `exec` children get the allowed variables of this process's
-/// environment. `memory_index` is the search index's database file.
+/// environment. `memory_index` is the search index's database file; `sessions` the
+/// transcripts' folder, searched when `memory.indexSessions` says so.
 pub fn builtin_registry(
     config: &ToolsConfig,
     memory: &MemoryConfig,
     workspace: &Path,
     memory_index: &Path,
+    sessions: &Path,
     home: Option<&Path>,
 ) -> Result<ToolRegistry, ToolSetupError> {
     if config.exec.timeout == 0 {
@@ -55,6 +57,7 @@ pub fn builtin_registry(
     registry.register(Arc::new(MemorySearchTool::new(
         memory_index.to_path_buf(),
         guard.workspace().to_path_buf(),
+        memory.index_sessions.then(|| sessions.to_path_buf()),
         memory.max_results as usize,
         memory.min_score,
     )));

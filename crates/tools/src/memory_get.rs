@@ -68,6 +68,11 @@ impl Tool for MemoryGetTool {
                 "start_line must be at least 1 and end_line at least start_line".into(),
             ));
         }
+        if args.path.starts_with("sessions/") {
+            return Err(ToolError::Rejected(
+                "transcripts are not read with memory_get: the memory_search snippet shows what was said there".into(),
+            ));
+        }
         let path = self.guard.check_read(&args.path)?;
         let workspace = self.guard.workspace();
         let inside = |folder: &str| path.starts_with(workspace.join(folder));

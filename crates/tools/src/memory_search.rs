@@ -18,15 +18,24 @@ const MAX_LIMIT: usize = 20;
 pub struct MemorySearchTool {
     database: PathBuf,
     workspace: PathBuf,
+    /// The transcripts, when they are searched too (`memory.indexSessions`).
+    sessions: Option<PathBuf>,
     max_results: usize,
     min_score: f64,
 }
 
 impl MemorySearchTool {
-    pub fn new(database: PathBuf, workspace: PathBuf, max_results: usize, min_score: f64) -> Self {
+    pub fn new(
+        database: PathBuf,
+        workspace: PathBuf,
+        sessions: Option<PathBuf>,
+        max_results: usize,
+        min_score: f64,
+    ) -> Self {
         Self {
             database,
             workspace,
+            sessions,
             max_results,
             min_score,
         }
@@ -66,14 +75,15 @@ impl Tool for MemorySearchTool {
             "`query` (string) and optional `limit` (positive integer)",
         )?;
         let limit = args.limit.unwrap_or(self.max_results).clamp(1, MAX_LIMIT);
-        let (database, workspace, min_score) = (
+        let (database, workspace, sessions, min_score) = (
             self.database.clone(),
             self.workspace.clone(),
+            self.sessions.clone(),
             self.min_score,
         );
         let query = args.query.clone();
         let hits = tokio::task::spawn_blocking(move || {
-            let mut index = MemoryIndex::open(&database, &workspace)?;
+            let mut index = MemoryIndex::open(&database, &workspace)?.with_sessions(sessions);
             index.sync()?;
             index.search(&query, limit, min_score)
         })

@@ -12,6 +12,7 @@ fn default_definitions_are_short_and_stable() {
         &MemoryConfig::default(),
         dir.path(),
         &dir.path().join("state/memory-index.sqlite"),
+        &dir.path().join("sessions"),
         None,
     )
     .unwrap();

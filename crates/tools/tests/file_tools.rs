@@ -29,6 +29,7 @@ impl Fixture {
             &MemoryConfig::default(),
             &root.join("ws"),
             &root.join("state/memory-index.sqlite"),
+            &root.join("sessions"),
             Some(&root.join("home")),
         )
         .unwrap();

@@ -65,6 +65,7 @@ fn build_agent(env: &Env, model_flag: Option<&str>) -> anyhow::Result<Agent> {
         &config.memory,
         &workspace,
         &env.paths.memory_index(),
+        &env.paths.sessions_dir(),
         env.user_home.as_deref(),
     )?;
     let memory = MemoryRetrieval {
@@ -73,6 +74,10 @@ fn build_agent(env: &Env, model_flag: Option<&str>) -> anyhow::Result<Agent> {
         max_results: config.memory.max_results as usize,
         min_score: config.memory.min_score,
         rag_by_default: config.memory.rag_mode,
+        sessions: config
+            .memory
+            .index_sessions
+            .then(|| env.paths.sessions_dir()),
     };
     let agent = Agent::new(
         ModelChain::new(primary, fallbacks),

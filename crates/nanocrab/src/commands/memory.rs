@@ -9,9 +9,13 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
     let config = env.load_config()?.config;
     let workspace = env.workspace(&config);
     let database = env.paths.memory_index();
+    let sessions = config
+        .memory
+        .index_sessions
+        .then(|| env.paths.sessions_dir());
     match command {
         MemoryCommand::Search { query, limit, json } => {
-            let mut index = MemoryIndex::open(&database, &workspace)?;
+            let mut index = MemoryIndex::open(&database, &workspace)?.with_sessions(sessions);
             index.sync()?;
             let limit = limit.unwrap_or(config.memory.max_results as usize).max(1);
             let hits = index.search(&query, limit, config.memory.min_score)?;
@@ -45,9 +49,11 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
         }
         MemoryCommand::Index { rebuild } => {
             let report = if rebuild {
-                MemoryIndex::rebuild(&database, &workspace)?.1
+                MemoryIndex::rebuild(&database, &workspace, sessions)?.1
             } else {
-                MemoryIndex::open(&database, &workspace)?.sync()?
+                MemoryIndex::open(&database, &workspace)?
+                    .with_sessions(sessions)
+                    .sync()?
             };
             println!(
                 "{} files: {} added, {} changed, {} removed; {} chunks indexed in {} ms",
@@ -60,7 +66,7 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
             );
         }
         MemoryCommand::Status => {
-            let index = MemoryIndex::open(&database, &workspace)?;
+            let index = MemoryIndex::open(&database, &workspace)?.with_sessions(sessions);
             let status = index.status()?;
             println!("index      {}", status.database.display());
             println!("workspace  {}", workspace.display());

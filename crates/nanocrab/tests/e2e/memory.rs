@@ -218,3 +218,22 @@ fn older_conversation_is_consolidated_after_the_answer_and_new_consolidates_the_
     let found = memory(&home, &["search", "trip May"]);
     assert!(found.starts_with("1. memory/HISTORY.md"), "{found}");
 }
+
+#[test]
+fn conversations_are_searchable_when_index_sessions_is_on() {
+    let home = Home::new(Wire::Anthropic);
+    let mut config = home.base_config();
+    config["memory"] = json!({"indexSessions": true});
+    home.write_config(config);
+    home.mock
+        .push(Reply::text("Noted: the plumber Kwame is on 0117 496 0321."));
+    home.ask("remember the plumber's number");
+    let found = memory(&home, &["search", "plumber Kwame"]);
+    assert!(
+        found.starts_with("1. sessions/cli:default.jsonl:2-3"),
+        "{found}"
+    );
+    assert!(
+        memory(&home, &["status"]).contains("files      1 (memory/ 0, knowledge/ 0, sessions/ 1)")
+    );
+}
