@@ -276,6 +276,22 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
             "0 is too small; allowed: at least 1".to_owned(),
         ));
     }
+    if let Some(lambda) = config.memory.mmr_lambda
+        && !(0.0..=1.0).contains(&lambda)
+    {
+        return Err(invalid(
+            "memory.mmrLambda",
+            format!("{lambda} is out of range; allowed: 0 to 1"),
+        ));
+    }
+    if let Some(days) = config.memory.recency_half_life_days
+        && !(days.is_finite() && days > 0.0)
+    {
+        return Err(invalid(
+            "memory.recencyHalfLifeDays",
+            format!("{days} is not a number of days; allowed: more than 0"),
+        ));
+    }
     if (1..4).contains(&config.memory.consolidate_after) {
         return Err(invalid(
             "memory.consolidateAfter",

@@ -70,6 +70,14 @@ pub struct MemoryConfig {
     /// Also search the conversation transcripts (`sessions/*.jsonl`, archived ones included).
     #[serde(default)]
     pub index_sessions: bool,
+    /// Diversity of results (maximal marginal relevance): 1 is relevance only, lower values
+    /// let a different hit past a near copy of one already chosen. Absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mmr_lambda: Option<f64>,
+    /// Dated notes (`memory/YYYY-MM-DD.md`) lose half their score every this many days of
+    /// age; other files never decay. Absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recency_half_life_days: Option<f64>,
 }
 
 fn default_consolidate_after() -> u32 {
@@ -84,6 +92,8 @@ impl Default for MemoryConfig {
             rag_mode: false,
             consolidate_after: default_consolidate_after(),
             index_sessions: false,
+            mmr_lambda: None,
+            recency_half_life_days: None,
         }
     }
 }

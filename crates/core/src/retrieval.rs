@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use nanocrab_memory::{IndexError, MemoryIndex};
+use nanocrab_memory::{IndexError, MemoryIndex, SearchOptions};
 use nanocrab_schema::{ContentBlock, RetrievedSource};
 
 /// Where the agent searches its memory, and whether it does so by default.
@@ -12,8 +12,8 @@ pub struct MemoryRetrieval {
     /// The memory index's database file.
     pub database: PathBuf,
     pub workspace: PathBuf,
-    pub max_results: usize,
-    pub min_score: f64,
+    /// How many notes to attach, and how they are ranked.
+    pub search: SearchOptions,
     /// `memory.ragMode`: for conversations that did not choose with `/rag on|off`.
     pub rag_by_default: bool,
     /// The transcripts, when they are searched too (`memory.indexSessions`).
@@ -33,7 +33,7 @@ impl MemoryRetrieval {
             let mut index = MemoryIndex::open(&this.database, &this.workspace)?
                 .with_sessions(this.sessions.clone());
             index.sync()?;
-            index.search(&message, this.max_results, this.min_score)
+            index.search(&message, &this.search)
         })
         .await
         .map_err(|err| IndexError::Io {

@@ -903,8 +903,7 @@ fn with_memory(replies: Vec<Result<ChatResponse, ProviderError>>, rag_by_default
         .with_memory(MemoryRetrieval {
             database: setup.dir.path().join("state/memory-index.sqlite"),
             workspace,
-            max_results: 3,
-            min_score: 0.0,
+            search: nanocrab_memory::SearchOptions::new(3),
             rag_by_default,
             sessions: None,
         }),

@@ -15,6 +15,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::chunker::chunk_markdown;
 use crate::documents::document_text;
+use crate::ranking::{SearchOptions, rank};
 
 /// Bumped when the tables change; an index of another version is rebuilt.
 const SCHEMA_VERSION: i64 = 1;
@@ -310,14 +311,14 @@ impl MemoryIndex {
         Ok(report)
     }
 
-    /// The best chunks for `query` by BM25 over their text and headings, best first. Scores are
-    /// relative to the best match (1.0): BM25's own scale depends on the corpus, and in a
-    /// small one (a few notes) a term found in half of them weighs almost nothing.
+    /// The best chunks for `query` by BM25 over their text and headings, ranked as `options`
+    /// say, best first. Scores are relative to the best match (1.0): BM25's own scale depends
+    /// on the corpus, and in a small one (a few notes) a term found in half of them weighs
+    /// almost nothing.
     pub fn search(
         &self,
         query: &str,
-        limit: usize,
-        min_score: f64,
+        options: &SearchOptions,
     ) -> Result<Vec<SearchHit>, IndexError> {
         let Some(expression) = fts_query(query) else {
             return Ok(Vec::new());
@@ -335,7 +336,7 @@ impl MemoryIndex {
             )
             .map_err(sql)?;
         let rows = stmt
-            .query_map(params![expression, limit as i64], |row| {
+            .query_map(params![expression, options.pool() as i64], |row| {
                 // FTS5's bm25() is negative, lower is better.
                 let score = -row.get::<_, f64>(5)?;
                 let text: String = row.get(4)?;
@@ -349,12 +350,8 @@ impl MemoryIndex {
                 })
             })
             .map_err(sql)?;
-        let mut hits: Vec<SearchHit> = rows.collect::<Result<_, _>>().map_err(sql)?;
-        let best = hits.first().map_or(0.0, |h| h.score);
-        for hit in &mut hits {
-            hit.score = if best > 0.0 { hit.score / best } else { 1.0 };
-        }
-        Ok(hits.into_iter().filter(|h| h.score >= min_score).collect())
+        let hits: Vec<SearchHit> = rows.collect::<Result<_, _>>().map_err(sql)?;
+        Ok(rank(hits, options))
     }
 
     pub fn status(&self) -> Result<IndexStatus, IndexError> {

@@ -6,6 +6,7 @@ mod documents;
 mod history;
 mod index;
 mod memory_files;
+mod ranking;
 mod session_store;
 mod usage;
 
@@ -14,6 +15,7 @@ pub use documents::document_text;
 pub use history::{estimate_tokens, window};
 pub use index::{IndexError, IndexStatus, MemoryIndex, SearchHit, SyncReport};
 pub use memory_files::{MemoryFileError, append_history, rewrite_memory};
+pub use ranking::SearchOptions;
 pub use session_store::{
     Compaction, Session, SessionEntry, SessionError, SessionMetadata, SessionSettings,
     SessionStore, SessionSummary,

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use nanocrab_memory::{MemoryIndex, SearchHit, SyncReport};
+use nanocrab_memory::{MemoryIndex, SearchHit, SearchOptions, SyncReport};
 use pretty_assertions::assert_eq;
 
 fn write(workspace: &Path, path: &str, text: &str) {
@@ -59,7 +59,9 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
     let report = index.sync().unwrap();
     assert_eq!(counts(&report), (4, 4, 0, 0));
 
-    let hits = index.search("when is the dentist?", 10, 0.0).unwrap();
+    let hits = index
+        .search("when is the dentist?", &SearchOptions::new(10))
+        .unwrap();
     assert_eq!(
         paths(&hits),
         vec!["memory/MEMORY.md:4-5", "memory/2026-03-14.md:1-2"]
@@ -78,25 +80,47 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
 
     // Stemming and headings: "baking" finds "bake", "sourdough" the heading.
     assert_eq!(
-        paths(&index.search("baking sourdough", 10, 0.0).unwrap()),
+        paths(
+            &index
+                .search("baking sourdough", &SearchOptions::new(10))
+                .unwrap()
+        ),
         vec!["knowledge/recipes/bread.md:1-2"]
     );
     assert_eq!(
-        paths(&index.search("lock code", 10, 0.0).unwrap()),
+        paths(&index.search("lock code", &SearchOptions::new(10)).unwrap()),
         vec!["knowledge/notes.txt:1-1"]
     );
     // FTS5 syntax in a question is just words.
     assert_eq!(
         index
-            .search(r#"sister" OR NOT (Lisbon) AND -x:y*"#, 10, 0.0)
+            .search(
+                r#"sister" OR NOT (Lisbon) AND -x:y*"#,
+                &SearchOptions::new(10)
+            )
             .unwrap()
             .len(),
         1
     );
-    assert!(index.search("?!", 10, 0.0).unwrap().is_empty());
+    assert!(
+        index
+            .search("?!", &SearchOptions::new(10))
+            .unwrap()
+            .is_empty()
+    );
     // A floor relative to the best hit keeps only the close ones.
-    let all = index.search("dentist march", 10, 0.0).unwrap();
-    let close = index.search("dentist march", 10, 0.9).unwrap();
+    let all = index
+        .search("dentist march", &SearchOptions::new(10))
+        .unwrap();
+    let close = index
+        .search(
+            "dentist march",
+            &SearchOptions {
+                min_score: 0.9,
+                ..SearchOptions::new(10)
+            },
+        )
+        .unwrap();
     assert!(close.len() < all.len() && !close.is_empty(), "{all:?}");
 }
 
@@ -122,12 +146,22 @@ fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
     let report = index.sync().unwrap();
     assert_eq!(counts(&report), (4, 1, 1, 1));
     assert_eq!(
-        paths(&index.search("Porto", 10, 0.0).unwrap()).len(),
+        paths(&index.search("Porto", &SearchOptions::new(10)).unwrap()).len(),
         2,
         "the edit and the new note"
     );
-    assert!(index.search("Lisbon", 10, 0.0).unwrap().is_empty());
-    assert!(index.search("lock", 10, 0.0).unwrap().is_empty());
+    assert!(
+        index
+            .search("Lisbon", &SearchOptions::new(10))
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        index
+            .search("lock", &SearchOptions::new(10))
+            .unwrap()
+            .is_empty()
+    );
 
     let status = index.status().unwrap();
     assert_eq!(
@@ -138,7 +172,10 @@ fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
 
     // Another process (the CLI while the agent runs) sees the same index.
     let other = MemoryIndex::open(&db, &ws).unwrap();
-    assert_eq!(paths(&other.search("Porto", 10, 0.0).unwrap()).len(), 2);
+    assert_eq!(
+        paths(&other.search("Porto", &SearchOptions::new(10)).unwrap()).len(),
+        2
+    );
 }
 
 #[test]
@@ -151,14 +188,31 @@ fn a_damaged_index_is_rebuilt_from_the_files_and_a_rebuild_replaces_it_whole() {
 
     let index = MemoryIndex::open(&db, &ws).unwrap();
     assert_eq!(index.status().unwrap().files, 4, "rebuilt on open");
-    assert_eq!(index.search("Lisbon", 10, 0.0).unwrap().len(), 1);
+    assert_eq!(
+        index
+            .search("Lisbon", &SearchOptions::new(10))
+            .unwrap()
+            .len(),
+        1
+    );
     drop(index);
 
     write(&ws, "memory/MEMORY.md", "# People\n- Ada moved to Porto.\n");
     let (index, report) = MemoryIndex::rebuild(&db, &ws, None).unwrap();
     assert_eq!(counts(&report), (4, 4, 0, 0));
-    assert!(index.search("Lisbon", 10, 0.0).unwrap().is_empty());
-    assert_eq!(index.search("Porto", 10, 0.0).unwrap().len(), 1);
+    assert!(
+        index
+            .search("Lisbon", &SearchOptions::new(10))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        index
+            .search("Porto", &SearchOptions::new(10))
+            .unwrap()
+            .len(),
+        1
+    );
     let leftovers: Vec<String> = std::fs::read_dir(db.parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -180,7 +234,13 @@ fn an_index_whose_sync_was_cut_short_is_the_last_complete_one() {
         conn.execute_batch("BEGIN; DELETE FROM chunks; DELETE FROM chunks_fts;")
             .unwrap();
     }
-    assert_eq!(index.search("Lisbon", 10, 0.0).unwrap().len(), 1);
+    assert_eq!(
+        index
+            .search("Lisbon", &SearchOptions::new(10))
+            .unwrap()
+            .len(),
+        1
+    );
     assert_eq!(counts(&index.sync().unwrap()), (4, 0, 0, 0));
 }
 
@@ -195,14 +255,19 @@ fn html_documents_are_indexed_as_their_text() {
     );
     let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &ws).unwrap();
     index.sync().unwrap();
-    let hits = index.search("boiler service", 5, 0.0).unwrap();
+    let hits = index
+        .search("boiler service", &SearchOptions::new(5))
+        .unwrap();
     assert_eq!(paths(&hits), vec!["knowledge/house/boiler.html:1-3"]);
     assert_eq!(
         hits[0].snippet,
         "# Boiler\n\nServiced by Ravi in May; next service due in May."
     );
     assert!(
-        index.search("tracking", 5, 0.0).unwrap().is_empty(),
+        index
+            .search("tracking", &SearchOptions::new(5))
+            .unwrap()
+            .is_empty(),
         "scripts are not text"
     );
 }
@@ -234,7 +299,11 @@ fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
     assert_eq!(counts(&index.sync().unwrap()), (5, 5, 0, 0));
     // Line 1 is the transcript's metadata; the user spoke on line 2, the assistant on line 3.
     assert_eq!(
-        paths(&index.search("plumber Kwame", 5, 0.0).unwrap()),
+        paths(
+            &index
+                .search("plumber Kwame", &SearchOptions::new(5))
+                .unwrap()
+        ),
         vec!["sessions/telegram:42.jsonl:2-3"]
     );
     assert_eq!(
@@ -244,5 +313,10 @@ fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
     // Turned off again: the transcripts leave the index.
     let mut index = MemoryIndex::open(&db, &ws).unwrap();
     assert_eq!(counts(&index.sync().unwrap()), (4, 0, 0, 1));
-    assert!(index.search("plumber", 5, 0.0).unwrap().is_empty());
+    assert!(
+        index
+            .search("plumber", &SearchOptions::new(5))
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nanocrab_config::{MemoryConfig, ToolsConfig};
+use nanocrab_memory::SearchOptions;
 use nanocrab_policy::{ExecPolicy, ExecPolicyError, PathGuard, PathGuardError};
 
 use crate::edit_file::EditFileTool;
@@ -58,8 +59,7 @@ pub fn builtin_registry(
         memory_index.to_path_buf(),
         guard.workspace().to_path_buf(),
         memory.index_sessions.then(|| sessions.to_path_buf()),
-        memory.max_results as usize,
-        memory.min_score,
+        SearchOptions::from_config(memory),
     )));
     registry.register(Arc::new(MemoryGetTool::new(guard)));
     Ok(registry)

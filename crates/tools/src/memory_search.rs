@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use nanocrab_memory::{IndexError, MemoryIndex};
+use nanocrab_memory::{IndexError, MemoryIndex, SearchOptions};
 use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
@@ -20,8 +20,8 @@ pub struct MemorySearchTool {
     workspace: PathBuf,
     /// The transcripts, when they are searched too (`memory.indexSessions`).
     sessions: Option<PathBuf>,
-    max_results: usize,
-    min_score: f64,
+    /// Ranking as configured; the caller's `limit` replaces the configured one.
+    options: SearchOptions,
 }
 
 impl MemorySearchTool {
@@ -29,15 +29,13 @@ impl MemorySearchTool {
         database: PathBuf,
         workspace: PathBuf,
         sessions: Option<PathBuf>,
-        max_results: usize,
-        min_score: f64,
+        options: SearchOptions,
     ) -> Self {
         Self {
             database,
             workspace,
             sessions,
-            max_results,
-            min_score,
+            options,
         }
     }
 }
@@ -61,7 +59,7 @@ impl Tool for MemorySearchTool {
                 "type": "object",
                 "properties": {
                     "query": {"type": "string"},
-                    "limit": {"type": "integer", "description": format!("max results (default {})", self.max_results)}
+                    "limit": {"type": "integer", "description": format!("max results (default {})", self.options.limit)}
                 },
                 "required": ["query"]
             }),
@@ -74,18 +72,20 @@ impl Tool for MemorySearchTool {
             input,
             "`query` (string) and optional `limit` (positive integer)",
         )?;
-        let limit = args.limit.unwrap_or(self.max_results).clamp(1, MAX_LIMIT);
-        let (database, workspace, sessions, min_score) = (
+        let options = SearchOptions {
+            limit: args.limit.unwrap_or(self.options.limit).clamp(1, MAX_LIMIT),
+            ..self.options.clone()
+        };
+        let (database, workspace, sessions) = (
             self.database.clone(),
             self.workspace.clone(),
             self.sessions.clone(),
-            self.min_score,
         );
         let query = args.query.clone();
         let hits = tokio::task::spawn_blocking(move || {
             let mut index = MemoryIndex::open(&database, &workspace)?.with_sessions(sessions);
             index.sync()?;
-            index.search(&query, limit, min_score)
+            index.search(&query, &options)
         })
         .await
         .map_err(|err| ToolError::Rejected(format!("memory search stopped: {err}")))?

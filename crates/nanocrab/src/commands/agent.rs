@@ -5,7 +5,7 @@ use base64::Engine as _;
 use nanocrab_core::{
     Agent, AgentSettings, Consolidation, ContextBuilder, MemoryRetrieval, UserInput,
 };
-use nanocrab_memory::SessionStore;
+use nanocrab_memory::{SearchOptions, SessionStore};
 use nanocrab_provider::{ModelChain, RetryPolicy};
 use nanocrab_schema::{AgentEvent, Image, SessionKey};
 
@@ -71,8 +71,7 @@ fn build_agent(env: &Env, model_flag: Option<&str>) -> anyhow::Result<Agent> {
     let memory = MemoryRetrieval {
         database: env.paths.memory_index(),
         workspace: workspace.clone(),
-        max_results: config.memory.max_results as usize,
-        min_score: config.memory.min_score,
+        search: SearchOptions::from_config(&config.memory),
         rag_by_default: config.memory.rag_mode,
         sessions: config
             .memory

@@ -1,6 +1,6 @@
 //! `nanocrab memory search | index | status`.
 
-use nanocrab_memory::MemoryIndex;
+use nanocrab_memory::{MemoryIndex, SearchOptions};
 
 use super::Env;
 use crate::cli::MemoryCommand;
@@ -17,8 +17,9 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
         MemoryCommand::Search { query, limit, json } => {
             let mut index = MemoryIndex::open(&database, &workspace)?.with_sessions(sessions);
             index.sync()?;
-            let limit = limit.unwrap_or(config.memory.max_results as usize).max(1);
-            let hits = index.search(&query, limit, config.memory.min_score)?;
+            let mut options = SearchOptions::from_config(&config.memory);
+            options.limit = limit.unwrap_or(options.limit).max(1);
+            let hits = index.search(&query, &options)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&hits)?);
                 return Ok(());
