@@ -110,8 +110,9 @@ impl Agent {
         }
     }
 
-    /// Summarises the older part of the history when it passes its share of `budget` (or at
-    /// once, with `force`), first folding it into the memory files when consolidation is on.
+    /// Summarises the older part of the history, first folding it into the memory files when
+    /// consolidation is on; keeps the newest turns within their share of `budget`, or, with
+    /// `force` (the provider refused the request as too long), only the current turn.
     /// Returns whether a compaction record was written.
     async fn compact(
         &self,
@@ -120,9 +121,7 @@ impl Agent {
         force: bool,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<bool, AgentError> {
-        use crate::compaction::{
-            KEEP_SHARE, MERGE_PROMPT, PART_SHARE, SUMMARY_PROMPT, TRIGGER_SHARE,
-        };
+        use crate::compaction::{KEEP_SHARE, MERGE_PROMPT, PART_SHARE, SUMMARY_PROMPT};
 
         let session = self.store.load(key)?;
         let entries = &session.entries;
@@ -130,10 +129,6 @@ impl Agent {
             .compaction
             .as_ref()
             .map_or(0, |c| c.through.min(entries.len()));
-        let tokens: usize = session.messages().iter().map(estimate_tokens).sum();
-        if !force && (tokens as f64) <= budget as f64 * TRIGGER_SHARE {
-            return Ok(false);
-        }
         // Keep the newest whole turns within their share; the current turn is always kept.
         // Forced (the provider said the request was too long), keep only the current turn.
         let keep = if force {
@@ -141,16 +136,10 @@ impl Agent {
         } else {
             (budget as f64 * KEEP_SHARE) as usize
         };
-        let is_turn_start = |e: &SessionEntry| {
-            e.role == Role::User
-                && e.content
-                    .iter()
-                    .all(|b| !matches!(b, ContentBlock::ToolResult(_)))
-        };
         let (mut cut, mut kept) = (None, 0);
         for i in (start..entries.len()).rev() {
             kept += estimate_tokens(&entries[i].message());
-            if is_turn_start(&entries[i]) && (cut.is_none() || kept <= keep) {
+            if entries[i].starts_turn() && (cut.is_none() || kept <= keep) {
                 cut = Some(i);
             }
             if kept > keep && cut.is_some() {
@@ -289,16 +278,7 @@ impl Agent {
         }
         let limit = entries.len() - consolidation.after_messages / 2;
         // End where a turn starts, so a question, its tool calls and its answer stay together.
-        let is_turn_start = |e: &SessionEntry| {
-            e.role == Role::User
-                && e.content
-                    .iter()
-                    .all(|b| !matches!(b, ContentBlock::ToolResult(_)))
-        };
-        let Some(end) = (done + 1..=limit)
-            .rev()
-            .find(|&i| is_turn_start(&entries[i]))
-        else {
+        let Some(end) = (done + 1..=limit).rev().find(|&i| entries[i].starts_turn()) else {
             return Ok(None);
         };
         self.consolidate(key, &entries[done..end], end).await
@@ -341,8 +321,7 @@ impl Agent {
         done_after: usize,
     ) -> Result<ConsolidationReport, ConsolidationError> {
         let workspace = self.context.workspace();
-        let memory =
-            std::fs::read_to_string(workspace.join("memory/MEMORY.md")).unwrap_or_default();
+        let memory = nanocrab_memory::read_memory(workspace)?.unwrap_or_default();
         let request = ChatRequest {
             model: String::new(),
             system: crate::consolidation::SYSTEM_PROMPT.to_owned(),
@@ -435,12 +414,9 @@ impl Agent {
             return Ok(finish(on_event, text, Usage::default(), 0));
         }
         let mut history = self.store.load(key)?.messages();
+        let settings = self.store.settings(key)?;
         let rag = match &self.memory {
-            Some(memory) => self
-                .store
-                .settings(key)?
-                .rag_mode
-                .unwrap_or(memory.rag_by_default),
+            Some(memory) => settings.rag_mode.unwrap_or(memory.rag_by_default),
             None => false,
         };
         // Attached to this turn's message in every request of the turn, never stored.
@@ -481,9 +457,7 @@ impl Agent {
         // What is left of the context window for history once the prompt, the tool schemas
         // and the answer are accounted for, in estimated tokens (about four characters each)
         // scaled by what this conversation's provider has been seen to count.
-        let ratio = self
-            .store
-            .settings(key)?
+        let ratio = settings
             .token_ratio
             .unwrap_or(1.0)
             .clamp(MIN_TOKEN_RATIO, MAX_TOKEN_RATIO);
@@ -492,7 +466,11 @@ impl Agent {
             .saturating_sub(self.settings.max_tokens as usize) as f64
             / ratio) as usize;
         let budget = budget.saturating_sub(fixed).max(1_000);
-        if self.compact(key, budget, false, on_event).await? {
+        // The transcript is read again only when it has to be compacted.
+        let tokens: usize = history.iter().map(estimate_tokens).sum();
+        if tokens as f64 > budget as f64 * crate::compaction::TRIGGER_SHARE
+            && self.compact(key, budget, false, on_event).await?
+        {
             history = self.store.load(key)?.messages();
         }
         let mut compacted_for_overflow = false;

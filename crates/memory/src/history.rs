@@ -1,4 +1,4 @@
-use nanocrab_schema::{ContentBlock, LlmMessage, Role};
+use nanocrab_schema::{ContentBlock, LlmMessage};
 
 /// A rough token count: about four characters a token for English text and JSON. Used only to
 /// decide how much history fits; the provider's usage report is the real figure.
@@ -24,7 +24,6 @@ pub fn estimate_tokens(message: &LlmMessage) -> usize {
 /// the model never sees an answer without its question. The newest user turn is always kept,
 /// even when it alone is over budget.
 pub fn window(messages: &[LlmMessage], budget_tokens: usize) -> &[LlmMessage] {
-    let is_turn_start = |m: &LlmMessage| m.role == Role::User && m.tool_results().next().is_none();
     let mut used = 0;
     let mut start = messages.len();
     for (i, message) in messages.iter().enumerate().rev() {
@@ -32,7 +31,7 @@ pub fn window(messages: &[LlmMessage], budget_tokens: usize) -> &[LlmMessage] {
         if used > budget_tokens && start < messages.len() {
             break;
         }
-        if is_turn_start(message) {
+        if message.starts_turn() {
             start = i;
         }
     }
@@ -42,7 +41,7 @@ pub fn window(messages: &[LlmMessage], budget_tokens: usize) -> &[LlmMessage] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nanocrab_schema::{ToolCall, ToolResult};
+    use nanocrab_schema::{Role, ToolCall, ToolResult};
     use pretty_assertions::assert_eq;
 
     fn call(id: &str) -> LlmMessage {

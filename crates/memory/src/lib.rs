@@ -14,7 +14,7 @@ pub use chunker::{Chunk, chunk_markdown};
 pub use documents::document_text;
 pub use history::{estimate_tokens, window};
 pub use index::{IndexError, IndexStatus, MemoryIndex, SearchHit, SyncReport};
-pub use memory_files::{MemoryFileError, append_history, rewrite_memory};
+pub use memory_files::{MemoryFileError, append_history, read_memory, rewrite_memory};
 pub use ranking::SearchOptions;
 pub use session_store::{
     Compaction, Session, SessionEntry, SessionError, SessionMetadata, SessionSettings,

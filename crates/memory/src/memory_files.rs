@@ -13,6 +13,21 @@ pub struct MemoryFileError {
     source: std::io::Error,
 }
 
+/// `memory/MEMORY.md`, `None` when there is none yet. Any other failure is an error: read as
+/// empty, a rewrite built on it would drop the user's memory.
+pub fn read_memory(workspace: &Path) -> Result<Option<String>, MemoryFileError> {
+    let path = workspace.join("memory/MEMORY.md");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(MemoryFileError {
+            action: "read",
+            path,
+            source,
+        }),
+    }
+}
+
 /// Appends `[YYYY-MM-DD HH:MM] entry` and a blank line to `memory/HISTORY.md`, synced to disk.
 pub fn append_history(
     workspace: &Path,
@@ -59,11 +74,7 @@ pub fn rewrite_memory(
         source,
     };
     let text = format!("{}\n", text.trim_end());
-    let old = match std::fs::read_to_string(&path) {
-        Ok(old) => Some(old),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-        Err(err) => return Err(io("read", &path, err)),
-    };
+    let old = read_memory(workspace)?;
     if old.as_deref() == Some(text.as_str()) {
         return Ok(false);
     }

@@ -39,6 +39,15 @@ impl SessionEntry {
         }
     }
 
+    /// See [`LlmMessage::starts_turn`].
+    pub fn starts_turn(&self) -> bool {
+        self.role == Role::User
+            && !self
+                .content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolResult(_)))
+    }
+
     pub fn message(&self) -> LlmMessage {
         LlmMessage {
             role: self.role,

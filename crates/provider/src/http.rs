@@ -88,6 +88,16 @@ pub(crate) trait WireFormat: Send + Sync + 'static {
     fn whole_as_events(&self, body: Value) -> Vec<(String, String)>;
     /// What an error body says.
     fn error_info(&self, body: &Value) -> ErrorInfo;
+
+    /// [`WireFormat::whole_as_events`] framed as the SSE body a stream would have been.
+    fn whole_as_sse(&self, body: Value) -> bytes::Bytes {
+        let framed: String = self
+            .whole_as_events(body)
+            .into_iter()
+            .map(|(event, data)| format!("event: {event}\ndata: {data}\n\n"))
+            .collect();
+        bytes::Bytes::from(framed)
+    }
 }
 
 /// `Authorization: Bearer <key>`, as OpenAI and every compatible server take it; nothing for
@@ -251,14 +261,8 @@ impl<W: WireFormat> HttpProvider<W> {
                 provider: endpoint.provider.clone(),
                 detail: format!("unreadable response body ({})", root_cause(&err)),
             })?;
-            let framed: String = self
-                .wire
-                .whole_as_events(whole)
-                .into_iter()
-                .map(|(event, data)| format!("event: {event}\ndata: {data}\n\n"))
-                .collect();
             let body = futures::stream::iter([Ok::<_, std::convert::Infallible>(
-                bytes::Bytes::from(framed),
+                self.wire.whole_as_sse(whole),
             )]);
             read_stream(&endpoint.provider, body, stream, on_delta).await?
         } else {

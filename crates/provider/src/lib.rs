@@ -54,13 +54,7 @@ pub async fn replay_whole(
     body: serde_json::Value,
     on_delta: DeltaSink<'_>,
 ) -> Result<ChatResponse, ProviderError> {
-    let wire = wire(protocol);
-    let framed: String = wire
-        .whole_as_events(body)
-        .into_iter()
-        .map(|(event, data)| format!("event: {event}\ndata: {data}\n\n"))
-        .collect();
-    replay_stream(protocol, vec![bytes::Bytes::from(framed)], on_delta).await
+    replay_stream(protocol, vec![wire(protocol).whole_as_sse(body)], on_delta).await
 }
 
 /// The JSON body an adapter sends for `request` to a model with `profile`, after the request

@@ -272,9 +272,6 @@ pub fn provider_statuses(
             let readiness = match (&api_base, known && spec_used.requires_key, &api_key) {
                 (None, _, _) => Readiness::NoEndpoint,
                 (Some(_), true, None) => Readiness::NoKey,
-                (Some(_), _, _) if name == "custom" && configured.is_none() => {
-                    Readiness::NoEndpoint
-                }
                 (Some(_), _, _) => Readiness::Ready,
             };
             let key_looks_like = configured

@@ -116,6 +116,12 @@ impl LlmMessage {
         })
     }
 
+    /// A question from the user, not tool results: where a turn, and so a history window, a
+    /// consolidated part or a compacted part, may begin.
+    pub fn starts_turn(&self) -> bool {
+        self.role == Role::User && self.tool_results().next().is_none()
+    }
+
     pub fn images(&self) -> impl Iterator<Item = &Image> {
         self.content.iter().filter_map(|block| match block {
             ContentBlock::Image(image) => Some(image),
