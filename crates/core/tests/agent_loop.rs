@@ -901,11 +901,16 @@ fn with_memory(replies: Vec<Result<ChatResponse, ProviderError>>, rag_by_default
             tools,
         )
         .with_memory(MemoryRetrieval {
-            database: setup.dir.path().join("state/memory-index.sqlite"),
-            workspace,
+            index: nanocrab_memory::IndexSetup {
+                database: setup.dir.path().join("state/memory-index.sqlite"),
+                workspace,
+                sessions: None,
+                embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(
+                    "no embedding model in this test".to_owned(),
+                ),
+            },
             search: nanocrab_memory::SearchOptions::new(3),
             rag_by_default,
-            sessions: None,
         }),
         ..setup
     }

@@ -14,8 +14,12 @@ fn hello_with_the_default_workspace_and_tools_is_under_10000_characters() {
         &ToolsConfig::default(),
         &MemoryConfig::default(),
         dir.path(),
-        &dir.path().join("state/memory-index.sqlite"),
-        &dir.path().join("sessions"),
+        &nanocrab_memory::IndexSetup {
+            database: dir.path().join("state/memory-index.sqlite"),
+            workspace: dir.path().to_path_buf(),
+            sessions: None,
+            embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
+        },
         None,
     )
     .unwrap();

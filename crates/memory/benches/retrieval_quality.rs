@@ -1,15 +1,22 @@
 //! Retrieval quality of memory search on a labelled set: recall@5 and MRR@10 over the queries
 //! of `benches/retrieval/` (written for nanocrab; see its README), each note a file of a fresh
-//! workspace indexed exactly as a user's would be.
+//! workspace indexed exactly as a user's would be: keyword search alone, then for each local
+//! embedding model that is installed, vector search alone and both fused.
 //!
+//!     nanocrab models pull all-minilm-l6-v2-static   # also fetches all-minilm-l6-v2
 //!     cargo bench -p nanocrab-memory --bench retrieval_quality
+//!
+//! Models are looked for in `$NANOCRAB_HOME/models`, else `~/.nanocrab/models`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
-use nanocrab_memory::{MemoryIndex, SearchOptions};
+use nanocrab_config::Fusion;
+use nanocrab_memory::{EmbeddingProvider, LocalEmbeddings, MemoryIndex, SearchOptions};
+use nanocrab_models::ModelStore;
 
 #[derive(serde::Deserialize)]
 struct Note {
@@ -53,44 +60,14 @@ fn main() {
         std::fs::write(&file, &note.text).unwrap();
         id_of_path.insert(relative, note.id.clone());
     }
-    let started = Instant::now();
-    let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &workspace).unwrap();
-    let report = index.sync().unwrap();
-    let build = started.elapsed();
-
-    println!(
-        "{} notes ({} chunks) indexed in {:.0} ms; {} queries",
-        notes.len(),
-        report.chunks,
-        build.as_secs_f64() * 1000.0,
-        queries.len()
-    );
     // The newest daily note is of 2026-03-20: ages are counted from the day after.
     let today = jiff::civil::date(2026, 3, 21);
-    let variants = [
-        ("BM25", SearchOptions::new(10)),
-        (
-            "BM25 + recency (half-life 90 days)",
-            SearchOptions {
-                recency_half_life_days: Some(90.0),
-                today: Some(today),
-                ..SearchOptions::new(10)
-            },
-        ),
-        (
-            "BM25 + MMR (lambda 0.7)",
-            SearchOptions {
-                mmr_lambda: Some(0.7),
-                ..SearchOptions::new(10)
-            },
-        ),
-    ];
-    for (name, options) in variants {
+    let evaluate = |index: &MemoryIndex, name: &str, options: &SearchOptions| {
         let (mut recall, mut reciprocal) = (0.0, 0.0);
         let mut latencies = Vec::new();
         for query in &queries {
             let started = Instant::now();
-            let hits = index.search(&query.query, &options).unwrap();
+            let hits = index.search(&query.query, options).unwrap().hits;
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);
             // A note can be hit by several of its chunks: rank notes, not chunks.
             let mut ranked: Vec<&String> = Vec::new();
@@ -113,11 +90,109 @@ fn main() {
         latencies.sort_by(f64::total_cmp);
         let n = queries.len() as f64;
         println!(
-            "{name:<36} recall@5 {:.3}  MRR@10 {:.3}  search median {:.2} ms, p95 {:.2} ms",
+            "{name:<44} recall@5 {:.3}  MRR@10 {:.3}  search median {:.2} ms, p95 {:.2} ms",
             recall / n,
             reciprocal / n,
             latencies[latencies.len() / 2],
             latencies[latencies.len() * 95 / 100]
+        );
+    };
+
+    let started = Instant::now();
+    let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &workspace).unwrap();
+    let report = index.sync().unwrap();
+    println!(
+        "{} notes ({} chunks) indexed in {:.0} ms; {} queries",
+        notes.len(),
+        report.chunks,
+        started.elapsed().as_secs_f64() * 1000.0,
+        queries.len()
+    );
+    evaluate(&index, "BM25", &SearchOptions::new(10));
+    evaluate(
+        &index,
+        "BM25 + recency (half-life 90 days)",
+        &SearchOptions {
+            recency_half_life_days: Some(90.0),
+            today: Some(today),
+            ..SearchOptions::new(10)
+        },
+    );
+    evaluate(
+        &index,
+        "BM25 + MMR (lambda 0.7)",
+        &SearchOptions {
+            mmr_lambda: Some(0.7),
+            ..SearchOptions::new(10)
+        },
+    );
+
+    let models = std::env::var_os("NANOCRAB_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::home_dir().map(|home| home.join(".nanocrab")))
+        .unwrap()
+        .join("models");
+    let store = ModelStore::new(&models);
+    for name in ["all-minilm-l6-v2-static", "all-minilm-l6-v2"] {
+        let spec = nanocrab_models::find(name).unwrap();
+        if store.installed_dir(spec).is_err() {
+            println!(
+                "{name}: not installed in {} (nanocrab models pull {name})",
+                models.display()
+            );
+            continue;
+        }
+        let embedder: Arc<dyn EmbeddingProvider> =
+            Arc::new(LocalEmbeddings::new(store.clone(), name.to_owned()));
+        let started = Instant::now();
+        embedder.embed(&["warm up"]).unwrap();
+        let load = started.elapsed();
+        let started = Instant::now();
+        let mut index = MemoryIndex::open(&dir.path().join(format!("{name}.sqlite")), &workspace)
+            .unwrap()
+            .with_embeddings(Some(embedder.clone()), "");
+        let report = index.sync().unwrap();
+        assert_eq!(report.embedding_error, None);
+        println!(
+            "{name}: loaded in {:.0} ms; {} chunks indexed and embedded in {:.0} ms",
+            load.as_secs_f64() * 1000.0,
+            report.embedded,
+            started.elapsed().as_secs_f64() * 1000.0
+        );
+        let weighted = |weight: f64| SearchOptions {
+            fusion: Fusion::Weighted,
+            vector_weight: weight,
+            ..SearchOptions::new(10)
+        };
+        evaluate(&index, &format!("{name}: vector only"), &weighted(1.0));
+        evaluate(
+            &index,
+            &format!("{name}: hybrid, RRF"),
+            &SearchOptions::new(10),
+        );
+        for weight in [0.3, 0.5, 0.7] {
+            evaluate(
+                &index,
+                &format!("{name}: hybrid, weighted {weight}"),
+                &weighted(weight),
+            );
+        }
+        evaluate(
+            &index,
+            &format!("{name}: hybrid RRF + MMR 0.7"),
+            &SearchOptions {
+                mmr_lambda: Some(0.7),
+                ..SearchOptions::new(10)
+            },
+        );
+        evaluate(
+            &index,
+            &format!("{name}: hybrid RRF + recency 90 d"),
+            &SearchOptions {
+                recency_half_life_days: Some(90.0),
+                today: Some(today),
+                ..SearchOptions::new(10)
+            },
         );
     }
 }

@@ -8,6 +8,7 @@
 //! rebuilt (the audit log) with it.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension as _, params};
@@ -15,10 +16,16 @@ use sha2::{Digest as _, Sha256};
 
 use crate::chunker::chunk_markdown;
 use crate::documents::document_text;
-use crate::ranking::{SearchOptions, rank};
+use crate::embedding::EmbeddingProvider;
+use crate::ranking::{SearchOptions, fuse, rank};
 
 /// Bumped when the tables change; an index of another version is rebuilt.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
+/// Chunks embedded per model call and per transaction: a killed indexer loses at most one.
+const EMBED_BATCH: usize = 32;
+/// Candidates each method brings to fusion: enough that a note ranked low by one method but
+/// high by the other is still seen.
+const FUSION_POOL: usize = 50;
 /// What a search hit shows of its chunk.
 const SNIPPET_CHARS: usize = 700;
 /// Words of a query used at most; more add nothing to BM25 but time.
@@ -40,6 +47,8 @@ pub enum IndexError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    #[error("memory index: embedding failed: {0}")]
+    Embedding(String),
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
         action: &'static str,
@@ -56,7 +65,28 @@ pub struct SyncReport {
     pub changed: usize,
     pub removed: usize,
     pub chunks: usize,
+    /// Chunks given a vector by this sync (new or changed text, or a new model).
+    pub embedded: usize,
+    /// Why chunks were left without vectors; they are still found by keyword.
+    pub embedding_error: Option<String>,
     pub elapsed: Duration,
+}
+
+/// How a search found its hits.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase", tag = "mode")]
+pub enum SearchMode {
+    /// BM25 and vector similarity, fused.
+    Hybrid { model: String },
+    /// BM25 only, for this reason.
+    Keyword { reason: String },
+}
+
+/// A search's hits, best first, and how they were found.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SearchResults {
+    pub mode: SearchMode,
+    pub hits: Vec<SearchHit>,
 }
 
 /// One search result: where, what, and how well it matched.
@@ -82,6 +112,9 @@ pub struct IndexStatus {
     /// Files per source folder, in [`SOURCES`] order, then `sessions` when indexed.
     pub per_source: Vec<(&'static str, usize)>,
     pub last_sync: Option<String>,
+    /// The model the vectors are from, and how many chunks have one.
+    pub embedding_model: Option<String>,
+    pub embedded_chunks: usize,
 }
 
 pub struct MemoryIndex {
@@ -90,6 +123,9 @@ pub struct MemoryIndex {
     workspace: PathBuf,
     /// Also index the conversation transcripts here (`memory.indexSessions`).
     sessions: Option<PathBuf>,
+    /// Embeds chunks and queries for search by meaning; `None`: keyword only, for `reason`.
+    embedder: Option<Arc<dyn EmbeddingProvider>>,
+    keyword_reason: String,
 }
 
 impl MemoryIndex {
@@ -100,7 +136,7 @@ impl MemoryIndex {
             Ok(index) => Ok(index),
             Err(err) => {
                 tracing::warn!("{err}; rebuilding the memory index from the files");
-                Self::rebuild(database, workspace, None).map(|(index, _)| index)
+                Self::rebuild(database, workspace, None, None).map(|(index, _)| index)
             }
         }
     }
@@ -153,7 +189,21 @@ impl MemoryIndex {
             database: database.to_path_buf(),
             workspace: workspace.to_path_buf(),
             sessions: None,
+            embedder: None,
+            keyword_reason: "no embedding model is set up".to_owned(),
         })
+    }
+
+    /// Embeds chunks and queries with `embedder` so search also goes by meaning; `None`
+    /// keeps search to keywords, and `reason` says why to whoever searches.
+    pub fn with_embeddings(
+        mut self,
+        embedder: Option<Arc<dyn EmbeddingProvider>>,
+        reason: &str,
+    ) -> Self {
+        self.embedder = embedder;
+        reason.clone_into(&mut self.keyword_reason);
+        self
     }
 
     /// Indexes the session transcripts in `dir` too (their text, a line of the index for each
@@ -166,10 +216,13 @@ impl MemoryIndex {
 
     /// Builds a new index from the files into a temporary file beside `database`, then renames
     /// it into place: until the rename, the old index stays whole and in use.
+    /// The vectors the old index already has for the same model are kept, so a rebuild does
+    /// not run the model again over text it has seen.
     pub fn rebuild(
         database: &Path,
         workspace: &Path,
         sessions: Option<PathBuf>,
+        embedder: Option<Arc<dyn EmbeddingProvider>>,
     ) -> Result<(Self, SyncReport), IndexError> {
         let dir = database.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
@@ -188,7 +241,21 @@ impl MemoryIndex {
         let report = {
             let mut fresh =
                 Self::open_existing(temp.path(), workspace)?.with_sessions(sessions.clone());
+            fresh.embedder = embedder.clone();
+            if let Some(embedder) = &embedder
+                && database.exists()
+                && let Err(err) = fresh.adopt_vectors(database, embedder.id())
+            {
+                tracing::warn!(
+                    "cannot reuse the vectors of {}: {err}; embedding everything again",
+                    database.display()
+                );
+            }
             let report = fresh.sync()?;
+            if let Some(err) = &report.embedding_error {
+                // A half-embedded index must not replace a whole one.
+                return Err(IndexError::Embedding(err.clone()));
+            }
             // Everything into the main file before it moves: no -wal file may be left behind.
             fresh
                 .conn
@@ -210,16 +277,68 @@ impl MemoryIndex {
             path: database.to_path_buf(),
             source: err.error,
         })?;
-        Ok((
-            Self::open_existing(database, workspace)?.with_sessions(sessions),
-            report,
-        ))
+        let mut index = Self::open_existing(database, workspace)?.with_sessions(sessions);
+        index.embedder = embedder;
+        Ok((index, report))
+    }
+
+    /// Copies `model`'s vectors from the index at `old` into this one.
+    fn adopt_vectors(&self, old: &Path, model: &str) -> rusqlite::Result<()> {
+        let old = old
+            .to_str()
+            .ok_or(rusqlite::Error::InvalidPath(old.to_path_buf()))?;
+        self.conn.execute("ATTACH DATABASE ?1 AS old", [old])?;
+        let copied = self.conn.execute(
+            "INSERT OR IGNORE INTO embeddings (model, hash, vector)
+             SELECT model, hash, vector FROM old.embeddings WHERE model = ?1",
+            [model],
+        );
+        self.conn.execute("DETACH DATABASE old", [])?;
+        copied.map(|_| ())
     }
 
     /// Brings the index up to date with the files: new and changed files are chunked and
     /// indexed, deleted ones removed. One transaction: a sync that is killed changes nothing.
     pub fn sync(&mut self) -> Result<SyncReport, IndexError> {
         let started = Instant::now();
+        if let Some(embedder) = &self.embedder
+            && let Some(previous) = self.meta("embedding_model")?
+            && previous != embedder.id()
+        {
+            // Another model's vectors cannot be compared with this one's: everything is
+            // embedded again in a new file, and the old index serves until it is whole.
+            tracing::info!(
+                "embedding model changed from {previous} to {}; rebuilding the memory index",
+                embedder.id()
+            );
+            match Self::rebuild(
+                &self.database,
+                &self.workspace,
+                self.sessions.clone(),
+                self.embedder.clone(),
+            ) {
+                Ok((index, report)) => {
+                    let reason = std::mem::take(&mut self.keyword_reason);
+                    *self = index;
+                    self.keyword_reason = reason;
+                    return Ok(report);
+                }
+                Err(IndexError::Embedding(err)) => {
+                    // The old index stays, and its vectors are another model's: this search
+                    // goes by keyword, and the next one tries the rebuild again.
+                    tracing::warn!("{err}; the memory index keeps {previous}'s vectors for now");
+                    self.keyword_reason = format!(
+                        "the index could not be rebuilt for {}: {err}",
+                        embedder.id()
+                    );
+                    self.embedder = None;
+                    let mut report = self.sync()?;
+                    report.embedding_error = Some(err);
+                    return Ok(report);
+                }
+                Err(other) => return Err(other),
+            }
+        }
         let found = self.source_files()?;
         let database = self.database.clone();
         let sql = |source| IndexError::Sqlite {
@@ -277,9 +396,10 @@ impl MemoryIndex {
             let text = document_text(&file.absolute, &bytes);
             let chunks = chunk_markdown(&text);
             for chunk in &chunks {
+                let chunk_hash = hex(&Sha256::digest(embedding_text(&chunk.heading, &chunk.text)));
                 tx.execute(
-                    "INSERT INTO chunks (path, start_line, end_line, heading, text) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![file.relative, chunk.start_line as i64, chunk.end_line as i64, chunk.heading, chunk.text],
+                    "INSERT INTO chunks (path, start_line, end_line, heading, text, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![file.relative, chunk.start_line as i64, chunk.end_line as i64, chunk.heading, chunk.text, chunk_hash],
                 )
                 .map_err(sql)?;
                 let id = tx.last_insert_rowid();
@@ -307,51 +427,232 @@ impl MemoryIndex {
         )
         .map_err(sql)?;
         tx.commit().map_err(sql)?;
+        if let Some(embedder) = self.embedder.clone() {
+            match self.embed_missing(embedder.as_ref(), &mut report) {
+                Ok(()) => {}
+                Err(err) => {
+                    tracing::warn!("{err}; those notes are found by keyword only");
+                    report.embedding_error = Some(err.to_string());
+                }
+            }
+        }
         report.elapsed = started.elapsed();
         Ok(report)
     }
 
-    /// The best chunks for `query` by BM25 over their text and headings, ranked as `options`
-    /// say, best first. Scores are relative to the best match (1.0): BM25's own scale depends
-    /// on the corpus, and in a small one (a few notes) a term found in half of them weighs
-    /// almost nothing.
+    /// Gives every chunk without a vector from `embedder` one, a batch per transaction, and
+    /// drops vectors no chunk uses any more; counts them in `report` as they are stored.
+    fn embed_missing(
+        &mut self,
+        embedder: &dyn EmbeddingProvider,
+        report: &mut SyncReport,
+    ) -> Result<(), IndexError> {
+        let database = self.database.clone();
+        let sql = |source| IndexError::Sqlite {
+            path: database.clone(),
+            source,
+        };
+        let model = embedder.id();
+        let missing: Vec<(String, String)> = {
+            let mut stmt = self
+                .conn
+                .prepare(
+                    "SELECT hash, min(heading), min(text) FROM chunks c WHERE NOT EXISTS
+                       (SELECT 1 FROM embeddings e WHERE e.model = ?1 AND e.hash = c.hash)
+                     GROUP BY hash",
+                )
+                .map_err(sql)?;
+            let rows = stmt
+                .query_map([model], |row| {
+                    Ok((
+                        row.get(0)?,
+                        embedding_text(&row.get::<_, String>(1)?, &row.get::<_, String>(2)?),
+                    ))
+                })
+                .map_err(sql)?;
+            rows.collect::<Result<_, _>>().map_err(sql)?
+        };
+        // Said first, so that the vectors of a sync cut short count as this model's.
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('embedding_model', ?1)",
+                [model],
+            )
+            .map_err(sql)?;
+        for batch in missing.chunks(EMBED_BATCH) {
+            let texts: Vec<&str> = batch.iter().map(|(_, text)| text.as_str()).collect();
+            let vectors = embedder
+                .embed(&texts)
+                .map_err(|err| IndexError::Embedding(err.to_string()))?;
+            let tx = self.conn.transaction().map_err(sql)?;
+            for ((hash, _), vector) in batch.iter().zip(&vectors) {
+                let blob: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+                tx.execute(
+                    "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?1, ?2, ?3)",
+                    params![model, hash, blob],
+                )
+                .map_err(sql)?;
+            }
+            tx.commit().map_err(sql)?;
+            report.embedded += batch.len();
+        }
+        let tx = self.conn.transaction().map_err(sql)?;
+        tx.execute(
+            "DELETE FROM embeddings WHERE model != ?1 OR hash NOT IN (SELECT hash FROM chunks)",
+            [model],
+        )
+        .map_err(sql)?;
+        tx.commit().map_err(sql)?;
+        Ok(())
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>, IndexError> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |row| {
+                row.get(0)
+            })
+            .optional()
+            .map_err(|source| IndexError::Sqlite {
+                path: self.database.clone(),
+                source,
+            })
+    }
+
+    /// The best chunks for `query`, ranked as `options` say, best first: by BM25 over their
+    /// text and headings, fused with vector similarity when an embedding model is set up.
+    /// Scores are relative to the best match (1.0): BM25's own scale depends on the corpus,
+    /// and in a small one (a few notes) a term found in half of them weighs almost nothing.
     pub fn search(
         &self,
         query: &str,
         options: &SearchOptions,
-    ) -> Result<Vec<SearchHit>, IndexError> {
-        let Some(expression) = fts_query(query) else {
-            return Ok(Vec::new());
+    ) -> Result<SearchResults, IndexError> {
+        let sql = |source| IndexError::Sqlite {
+            path: self.database.clone(),
+            source,
         };
+        let pool = if self.embedder.is_some() {
+            options.pool().max(FUSION_POOL)
+        } else {
+            options.pool()
+        };
+        let keyword = match fts_query(query) {
+            Some(expression) => {
+                let mut stmt = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT c.id, bm25(chunks_fts) AS rank
+                         FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
+                         WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2",
+                    )
+                    .map_err(sql)?;
+                let rows = stmt
+                    .query_map(params![expression, pool as i64], |row| {
+                        // FTS5's bm25() is negative, lower is better.
+                        Ok((row.get::<_, i64>(0)?, -row.get::<_, f64>(1)?))
+                    })
+                    .map_err(sql)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(sql)?
+            }
+            None => Vec::new(),
+        };
+        let (scored, mode) = match &self.embedder {
+            None => (
+                keyword,
+                SearchMode::Keyword {
+                    reason: self.keyword_reason.clone(),
+                },
+            ),
+            Some(embedder) => match embedder.embed(&[query]) {
+                Ok(vectors) => {
+                    let query_vector = vectors.into_iter().next().unwrap_or_default();
+                    let similar = self.nearest(embedder.id(), &query_vector, pool)?;
+                    (
+                        fuse(&keyword, &similar, options),
+                        SearchMode::Hybrid {
+                            model: embedder.id().to_owned(),
+                        },
+                    )
+                }
+                Err(err) => {
+                    tracing::warn!("{err}; searching by keyword only");
+                    (
+                        keyword,
+                        SearchMode::Keyword {
+                            reason: err.to_string(),
+                        },
+                    )
+                }
+            },
+        };
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT path, start_line, end_line, heading, text FROM chunks WHERE id = ?1",
+            )
+            .map_err(sql)?;
+        let mut hits = Vec::with_capacity(scored.len());
+        for (id, score) in scored {
+            let hit = stmt
+                .query_row([id], |row| {
+                    let text: String = row.get(4)?;
+                    Ok(SearchHit {
+                        path: row.get(0)?,
+                        start_line: row.get::<_, i64>(1)? as usize,
+                        end_line: row.get::<_, i64>(2)? as usize,
+                        heading: row.get(3)?,
+                        snippet: snippet(&text),
+                        score,
+                    })
+                })
+                .map_err(sql)?;
+            hits.push(hit);
+        }
+        Ok(SearchResults {
+            mode,
+            hits: rank(hits, options),
+        })
+    }
+
+    /// The `limit` chunks whose `model` vectors are most like `query`, by cosine (the vectors
+    /// are unit length, so a dot product), best first. An exact scan: at a personal index's
+    /// size (thousands of chunks) it takes about a millisecond, and needs no extension.
+    fn nearest(
+        &self,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(i64, f64)>, IndexError> {
         let sql = |source| IndexError::Sqlite {
             path: self.database.clone(),
             source,
         };
         let mut stmt = self
             .conn
-            .prepare(
-                "SELECT c.path, c.start_line, c.end_line, c.heading, c.text, bm25(chunks_fts) AS rank
-                 FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
-                 WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2",
+            .prepare_cached(
+                "SELECT c.id, e.vector FROM chunks c
+                 JOIN embeddings e ON e.model = ?1 AND e.hash = c.hash",
             )
             .map_err(sql)?;
-        let rows = stmt
-            .query_map(params![expression, options.pool() as i64], |row| {
-                // FTS5's bm25() is negative, lower is better.
-                let score = -row.get::<_, f64>(5)?;
-                let text: String = row.get(4)?;
-                Ok(SearchHit {
-                    path: row.get(0)?,
-                    start_line: row.get::<_, i64>(1)? as usize,
-                    end_line: row.get::<_, i64>(2)? as usize,
-                    heading: row.get(3)?,
-                    snippet: snippet(&text),
-                    score,
-                })
-            })
-            .map_err(sql)?;
-        let hits: Vec<SearchHit> = rows.collect::<Result<_, _>>().map_err(sql)?;
-        Ok(rank(hits, options))
+        let mut rows = stmt.query([model]).map_err(sql)?;
+        let mut scored = Vec::new();
+        while let Some(row) = rows.next().map_err(sql)? {
+            let id: i64 = row.get(0).map_err(sql)?;
+            let blob = row
+                .get_ref(1)
+                .map_err(sql)?
+                .as_blob()
+                .map_err(|err| sql(err.into()))?;
+            let dot: f32 = blob
+                .chunks_exact(4)
+                .zip(query)
+                .map(|(b, q)| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) * q)
+                .sum();
+            scored.push((id, f64::from(dot)));
+        }
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scored.truncate(limit);
+        Ok(scored)
     }
 
     pub fn status(&self) -> Result<IndexStatus, IndexError> {
@@ -383,15 +684,12 @@ impl MemoryIndex {
             files: count("SELECT count(*) FROM files")?,
             chunks: count("SELECT count(*) FROM chunks")?,
             per_source,
-            last_sync: self
-                .conn
-                .query_row(
-                    "SELECT value FROM meta WHERE key = 'last_sync'",
-                    [],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(sql)?,
+            last_sync: self.meta("last_sync")?,
+            embedding_model: self.meta("embedding_model")?,
+            embedded_chunks: count(
+                "SELECT count(*) FROM chunks c WHERE EXISTS (SELECT 1 FROM embeddings e
+                 WHERE e.hash = c.hash AND e.model = (SELECT value FROM meta WHERE key = 'embedding_model'))",
+            )?,
         })
     }
 
@@ -487,8 +785,13 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
              mtime INTEGER NOT NULL, size INTEGER NOT NULL);
          CREATE TABLE IF NOT EXISTS chunks (
              id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
-             end_line INTEGER NOT NULL, heading TEXT NOT NULL, text TEXT NOT NULL);
+             end_line INTEGER NOT NULL, heading TEXT NOT NULL, text TEXT NOT NULL,
+             hash TEXT NOT NULL);
          CREATE INDEX IF NOT EXISTS chunks_by_path ON chunks (path);
+         CREATE INDEX IF NOT EXISTS chunks_by_hash ON chunks (hash);
+         CREATE TABLE IF NOT EXISTS embeddings (
+             model TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL,
+             PRIMARY KEY (model, hash)) WITHOUT ROWID;
          CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
              heading, text, tokenize = 'porter unicode61 remove_diacritics 2');",
     )
@@ -536,6 +839,15 @@ fn fts_query(query: &str) -> Option<String> {
     .map(|w| format!("\"{w}\""))
     .collect();
     (!terms.is_empty()).then(|| terms.join(" OR "))
+}
+
+/// What a chunk's vector is made from: its heading path says what the text is about.
+fn embedding_text(heading: &str, text: &str) -> String {
+    if heading.is_empty() {
+        text.to_owned()
+    } else {
+        format!("{heading}\n{text}")
+    }
 }
 
 fn snippet(text: &str) -> String {

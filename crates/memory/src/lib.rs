@@ -3,8 +3,10 @@
 
 mod chunker;
 mod documents;
+mod embedding;
 mod history;
 mod index;
+mod index_setup;
 mod memory_files;
 mod ranking;
 mod session_store;
@@ -12,8 +14,15 @@ mod usage;
 
 pub use chunker::{Chunk, chunk_markdown};
 pub use documents::document_text;
+pub use embedding::{
+    DEFAULT_LOCAL_MODEL, EmbeddingError, EmbeddingProvider, EmbeddingSetup, LocalEmbeddings,
+    RemoteEmbeddings,
+};
 pub use history::{estimate_tokens, window};
-pub use index::{IndexError, IndexStatus, MemoryIndex, SearchHit, SyncReport};
+pub use index::{
+    IndexError, IndexStatus, MemoryIndex, SearchHit, SearchMode, SearchResults, SyncReport,
+};
+pub use index_setup::IndexSetup;
 pub use memory_files::{MemoryFileError, append_history, read_memory, rewrite_memory};
 pub use ranking::SearchOptions;
 pub use session_store::{

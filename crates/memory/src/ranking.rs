@@ -1,8 +1,10 @@
-//! How search hits are ranked after retrieval: scores relative to the best hit, an optional
-//! recency decay for dated notes, and optional diversity (maximal marginal relevance), then the
-//! floor and the limit.
+//! How search hits are ranked after retrieval: keyword and vector results fused, scores
+//! relative to the best hit, an optional recency decay for dated notes, and optional diversity
+//! (maximal marginal relevance), then the floor and the limit.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+use nanocrab_config::Fusion;
 
 use crate::index::SearchHit;
 
@@ -20,7 +22,15 @@ pub struct SearchOptions {
     pub recency_half_life_days: Option<f64>,
     /// The day ages are counted from; `None`: today.
     pub today: Option<jiff::civil::Date>,
+    /// How keyword and vector results are combined when both are there.
+    pub fusion: Fusion,
+    /// With [`Fusion::Weighted`], the vector score's share (0 to 1).
+    pub vector_weight: f64,
 }
+
+/// Reciprocal rank fusion's damping: rank 1 scores 1/61 and rank 10 1/70, so one method's
+/// top hit does not drown the other's agreement.
+const RRF_K: f64 = 60.0;
 
 impl SearchOptions {
     pub fn new(limit: usize) -> Self {
@@ -30,6 +40,8 @@ impl SearchOptions {
             mmr_lambda: None,
             recency_half_life_days: None,
             today: None,
+            fusion: Fusion::Rrf,
+            vector_weight: 0.5,
         }
     }
 
@@ -39,6 +51,8 @@ impl SearchOptions {
             min_score: config.min_score,
             mmr_lambda: config.mmr_lambda,
             recency_half_life_days: config.recency_half_life_days,
+            fusion: config.fusion,
+            vector_weight: config.vector_weight.clamp(0.0, 1.0),
             ..Self::new(config.max_results as usize)
         }
     }
@@ -51,6 +65,42 @@ impl SearchOptions {
             self.limit
         }
     }
+}
+
+/// One score per chunk id from a keyword list and a vector list, each best first with raw
+/// scores (higher is better), best first.
+pub(crate) fn fuse(
+    keyword: &[(i64, f64)],
+    vector: &[(i64, f64)],
+    options: &SearchOptions,
+) -> Vec<(i64, f64)> {
+    let mut fused: HashMap<i64, f64> = HashMap::new();
+    match options.fusion {
+        Fusion::Rrf => {
+            for list in [keyword, vector] {
+                for (rank, (id, _)) in list.iter().enumerate() {
+                    *fused.entry(*id).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+                }
+            }
+        }
+        Fusion::Weighted => {
+            let weight = options.vector_weight;
+            for (list, share) in [(keyword, 1.0 - weight), (vector, weight)] {
+                let best = list.first().map_or(0.0, |(_, score)| *score);
+                // A list with no weight brings no candidates: weight 1 is vector search alone.
+                if best <= 0.0 || share <= 0.0 {
+                    continue;
+                }
+                for (id, score) in list {
+                    *fused.entry(*id).or_default() += share * score.max(0.0) / best;
+                }
+            }
+        }
+    }
+    let mut fused: Vec<(i64, f64)> = fused.into_iter().collect();
+    // Ties by id keep the order stable from one search to the next.
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    fused
 }
 
 /// `hits` come best first with raw scores (higher is better).
@@ -167,6 +217,37 @@ mod tests {
         );
         assert_eq!(ranked[0].score, 1.0);
         assert!((ranked[1].score - 4.0 / 6.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn rrf_rewards_agreement_and_weighted_follows_the_scores() {
+        let keyword = [(1, 9.0), (2, 3.0), (3, 2.9)];
+        let vector = [(3, 0.8), (4, 0.7), (1, 0.2)];
+        assert_eq!(
+            fuse(&keyword, &vector, &SearchOptions::new(4))
+                .iter()
+                .map(|(id, _)| *id)
+                .collect::<Vec<_>>(),
+            // 1 and 3: 1/61 + 1/63, found by both; 2 and 4: 1/62, by one. Ties go by id.
+            vec![1, 3, 2, 4]
+        );
+        let weighted = SearchOptions {
+            fusion: Fusion::Weighted,
+            vector_weight: 0.5,
+            ..SearchOptions::new(4)
+        };
+        let scores = fuse(&keyword, &vector, &weighted);
+        let expected = [
+            (3, 0.5 * 2.9 / 9.0 + 0.5),
+            (1, 0.5 + 0.5 * 0.25),
+            (4, 0.5 * 0.875),
+            (2, 0.5 * 3.0 / 9.0),
+        ];
+        assert_eq!(scores.len(), expected.len());
+        for ((id, score), (want_id, want)) in scores.iter().zip(expected) {
+            assert_eq!(*id, want_id);
+            assert!((score - want).abs() < 1e-9, "{id}: {score} vs {want}");
+        }
     }
 
     #[test]

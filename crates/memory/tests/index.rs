@@ -61,7 +61,8 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
 
     let hits = index
         .search("when is the dentist?", &SearchOptions::new(10))
-        .unwrap();
+        .unwrap()
+        .hits;
     assert_eq!(
         paths(&hits),
         vec!["memory/MEMORY.md:4-5", "memory/2026-03-14.md:1-2"]
@@ -84,11 +85,17 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
             &index
                 .search("baking sourdough", &SearchOptions::new(10))
                 .unwrap()
+                .hits
         ),
         vec!["knowledge/recipes/bread.md:1-2"]
     );
     assert_eq!(
-        paths(&index.search("lock code", &SearchOptions::new(10)).unwrap()),
+        paths(
+            &index
+                .search("lock code", &SearchOptions::new(10))
+                .unwrap()
+                .hits
+        ),
         vec!["knowledge/notes.txt:1-1"]
     );
     // FTS5 syntax in a question is just words.
@@ -99,6 +106,7 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
                 &SearchOptions::new(10)
             )
             .unwrap()
+            .hits
             .len(),
         1
     );
@@ -106,12 +114,14 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
         index
             .search("?!", &SearchOptions::new(10))
             .unwrap()
+            .hits
             .is_empty()
     );
     // A floor relative to the best hit keeps only the close ones.
     let all = index
         .search("dentist march", &SearchOptions::new(10))
-        .unwrap();
+        .unwrap()
+        .hits;
     let close = index
         .search(
             "dentist march",
@@ -120,7 +130,8 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
                 ..SearchOptions::new(10)
             },
         )
-        .unwrap();
+        .unwrap()
+        .hits;
     assert!(close.len() < all.len() && !close.is_empty(), "{all:?}");
 }
 
@@ -146,7 +157,7 @@ fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
     let report = index.sync().unwrap();
     assert_eq!(counts(&report), (4, 1, 1, 1));
     assert_eq!(
-        paths(&index.search("Porto", &SearchOptions::new(10)).unwrap()).len(),
+        paths(&index.search("Porto", &SearchOptions::new(10)).unwrap().hits).len(),
         2,
         "the edit and the new note"
     );
@@ -154,12 +165,14 @@ fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
         index
             .search("Lisbon", &SearchOptions::new(10))
             .unwrap()
+            .hits
             .is_empty()
     );
     assert!(
         index
             .search("lock", &SearchOptions::new(10))
             .unwrap()
+            .hits
             .is_empty()
     );
 
@@ -173,7 +186,7 @@ fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
     // Another process (the CLI while the agent runs) sees the same index.
     let other = MemoryIndex::open(&db, &ws).unwrap();
     assert_eq!(
-        paths(&other.search("Porto", &SearchOptions::new(10)).unwrap()).len(),
+        paths(&other.search("Porto", &SearchOptions::new(10)).unwrap().hits).len(),
         2
     );
 }
@@ -192,24 +205,27 @@ fn a_damaged_index_is_rebuilt_from_the_files_and_a_rebuild_replaces_it_whole() {
         index
             .search("Lisbon", &SearchOptions::new(10))
             .unwrap()
+            .hits
             .len(),
         1
     );
     drop(index);
 
     write(&ws, "memory/MEMORY.md", "# People\n- Ada moved to Porto.\n");
-    let (index, report) = MemoryIndex::rebuild(&db, &ws, None).unwrap();
+    let (index, report) = MemoryIndex::rebuild(&db, &ws, None, None).unwrap();
     assert_eq!(counts(&report), (4, 4, 0, 0));
     assert!(
         index
             .search("Lisbon", &SearchOptions::new(10))
             .unwrap()
+            .hits
             .is_empty()
     );
     assert_eq!(
         index
             .search("Porto", &SearchOptions::new(10))
             .unwrap()
+            .hits
             .len(),
         1
     );
@@ -238,6 +254,7 @@ fn an_index_whose_sync_was_cut_short_is_the_last_complete_one() {
         index
             .search("Lisbon", &SearchOptions::new(10))
             .unwrap()
+            .hits
             .len(),
         1
     );
@@ -257,7 +274,8 @@ fn html_documents_are_indexed_as_their_text() {
     index.sync().unwrap();
     let hits = index
         .search("boiler service", &SearchOptions::new(5))
-        .unwrap();
+        .unwrap()
+        .hits;
     assert_eq!(paths(&hits), vec!["knowledge/house/boiler.html:1-3"]);
     assert_eq!(
         hits[0].snippet,
@@ -267,6 +285,7 @@ fn html_documents_are_indexed_as_their_text() {
         index
             .search("tracking", &SearchOptions::new(5))
             .unwrap()
+            .hits
             .is_empty(),
         "scripts are not text"
     );
@@ -303,6 +322,7 @@ fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
             &index
                 .search("plumber Kwame", &SearchOptions::new(5))
                 .unwrap()
+                .hits
         ),
         vec!["sessions/telegram:42.jsonl:2-3"]
     );
@@ -317,6 +337,7 @@ fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
         index
             .search("plumber", &SearchOptions::new(5))
             .unwrap()
+            .hits
             .is_empty()
     );
 }

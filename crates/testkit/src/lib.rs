@@ -51,6 +51,7 @@
 mod anthropic;
 mod fixtures;
 mod gemini;
+pub mod models;
 mod openai_chat;
 mod openai_responses;
 mod reply;
@@ -60,4 +61,4 @@ pub use fixtures::{
     Protocol, chunks_to_sse, fixture_bytes, fixture_path, fixtures_dir, replay_list,
 };
 pub use reply::{ApiError, Part, Reply};
-pub use server::{MockLlm, RecordedRequest};
+pub use server::{EMBEDDING_DIMENSIONS, MockLlm, RecordedRequest};

@@ -190,6 +190,9 @@ async fn answer(
         body["model"] = Value::from(model);
         body["stream"] = Value::Bool(action == "streamGenerateContent");
     }
+    if (&method, uri.path()) == (&Method::POST, "/v1/embeddings") {
+        return embeddings(&body);
+    }
     let endpoint = match (&method, uri.path()) {
         (&Method::POST, _) if gemini.is_some() => Endpoint::Gemini,
         (&Method::POST, "/v1/messages") => Endpoint::AnthropicMessages,
@@ -239,6 +242,60 @@ async fn answer(
         response.headers_mut().append(name.clone(), value.clone());
     }
     response
+}
+
+/// Dimensions of the mock's embeddings.
+pub const EMBEDDING_DIMENSIONS: usize = 64;
+
+/// OpenAI's `POST /v1/embeddings`, answered without the script: each text's vector counts its
+/// words, each word hashed to one of 64 dimensions, so texts sharing words are alike and the
+/// same text always gets the same vector.
+fn embeddings(body: &Value) -> Response {
+    let inputs: Vec<String> = match &body["input"] {
+        Value::String(text) => vec![text.clone()],
+        Value::Array(items) => items
+            .iter()
+            .map(|item| item.as_str().unwrap_or_default().to_owned())
+            .collect(),
+        _ => {
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(serde_json::json!({"error": {
+                    "message": "'input' must be a string or an array of strings",
+                    "type": "invalid_request_error"}})),
+            )
+                .into_response();
+        }
+    };
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let mut vector = vec![0.0f32; EMBEDDING_DIMENSIONS];
+            for word in text
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+            {
+                // FNV-1a: stable across runs and platforms.
+                let hash = word
+                    .to_lowercase()
+                    .bytes()
+                    .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                    });
+                vector[(hash % EMBEDDING_DIMENSIONS as u64) as usize] += 1.0;
+            }
+            serde_json::json!({"object": "embedding", "index": index, "embedding": vector})
+        })
+        .collect();
+    let tokens: usize = inputs.iter().map(|t| t.split_whitespace().count()).sum();
+    axum::Json(serde_json::json!({
+        "object": "list",
+        "data": data,
+        "model": body["model"],
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens}
+    }))
+    .into_response()
 }
 
 /// The frames of a body, `delay` apart.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nanocrab_config::{MemoryConfig, ToolsConfig};
-use nanocrab_memory::SearchOptions;
+use nanocrab_memory::{IndexSetup, SearchOptions};
 use nanocrab_policy::{ExecPolicy, ExecPolicyError, PathGuard, PathGuardError};
 
 use crate::edit_file::EditFileTool;
@@ -29,14 +29,12 @@ pub enum ToolSetupError {
 
 /// read_file, write_file, edit_file, list_dir, exec, memory_search and memory_get, in that
 /// order, under `config`'s policy. `exec` children get the allowed variables of this process's
-/// environment. `memory_index` is the search index's database file; `sessions` the
-/// transcripts' folder, searched when `memory.indexSessions` says so.
+/// environment. `index` says how memory is searched.
 pub fn builtin_registry(
     config: &ToolsConfig,
     memory: &MemoryConfig,
     workspace: &Path,
-    memory_index: &Path,
-    sessions: &Path,
+    index: &IndexSetup,
     home: Option<&Path>,
 ) -> Result<ToolRegistry, ToolSetupError> {
     if config.exec.timeout == 0 {
@@ -56,9 +54,10 @@ pub fn builtin_registry(
         std::env::vars_os(),
     )));
     registry.register(Arc::new(MemorySearchTool::new(
-        memory_index.to_path_buf(),
-        guard.workspace().to_path_buf(),
-        memory.index_sessions.then(|| sessions.to_path_buf()),
+        IndexSetup {
+            workspace: guard.workspace().to_path_buf(),
+            ..index.clone()
+        },
         SearchOptions::from_config(memory),
     )));
     registry.register(Arc::new(MemoryGetTool::new(guard)));

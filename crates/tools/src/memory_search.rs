@@ -1,7 +1,5 @@
-use std::path::PathBuf;
-
 use async_trait::async_trait;
-use nanocrab_memory::{IndexError, MemoryIndex, SearchOptions};
+use nanocrab_memory::{IndexError, IndexSetup, SearchMode, SearchOptions};
 use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
@@ -16,27 +14,14 @@ const MAX_LIMIT: usize = 20;
 /// its path and lines for `memory_get`. The index is brought up to date first, so a note the
 /// agent just wrote is found.
 pub struct MemorySearchTool {
-    database: PathBuf,
-    workspace: PathBuf,
-    /// The transcripts, when they are searched too (`memory.indexSessions`).
-    sessions: Option<PathBuf>,
+    index: IndexSetup,
     /// Ranking as configured; the caller's `limit` replaces the configured one.
     options: SearchOptions,
 }
 
 impl MemorySearchTool {
-    pub fn new(
-        database: PathBuf,
-        workspace: PathBuf,
-        sessions: Option<PathBuf>,
-        options: SearchOptions,
-    ) -> Self {
-        Self {
-            database,
-            workspace,
-            sessions,
-            options,
-        }
+    pub fn new(index: IndexSetup, options: SearchOptions) -> Self {
+        Self { index, options }
     }
 }
 
@@ -53,7 +38,8 @@ impl Tool for MemorySearchTool {
         ToolDef {
             name: "memory_search".into(),
             description: "Search long-term memory (memory/*.md) and documents (knowledge/) by \
-                          keywords. Returns ranked snippets with path:lines for memory_get."
+                          keywords and meaning. Returns ranked snippets with path:lines for \
+                          memory_get."
                 .into(),
             parameters: json!({
                 "type": "object",
@@ -76,28 +62,29 @@ impl Tool for MemorySearchTool {
             limit: args.limit.unwrap_or(self.options.limit).clamp(1, MAX_LIMIT),
             ..self.options.clone()
         };
-        let (database, workspace, sessions) = (
-            self.database.clone(),
-            self.workspace.clone(),
-            self.sessions.clone(),
-        );
+        let setup = self.index.clone();
         let query = args.query.clone();
-        let hits = tokio::task::spawn_blocking(move || {
-            let mut index = MemoryIndex::open(&database, &workspace)?.with_sessions(sessions);
+        let results = tokio::task::spawn_blocking(move || {
+            let mut index = setup.open()?;
             index.sync()?;
             index.search(&query, &options)
         })
         .await
         .map_err(|err| ToolError::Rejected(format!("memory search stopped: {err}")))?
         .map_err(|err: IndexError| ToolError::Rejected(err.to_string()))?;
-        if hits.is_empty() {
+        // The model should know when a miss may only mean other words were used.
+        let keyword_only = match &results.mode {
+            SearchMode::Hybrid { .. } => "",
+            SearchMode::Keyword { .. } => " (keyword search only: no embedding model)",
+        };
+        if results.hits.is_empty() {
             return Ok(format!(
-                "No memory matches {:?}. Try other words, or read memory/MEMORY.md.",
+                "No memory matches {:?}{keyword_only}. Try other words, or read memory/MEMORY.md.",
                 args.query
             ));
         }
         let mut out = String::new();
-        for (rank, hit) in hits.iter().enumerate() {
+        for (rank, hit) in results.hits.iter().enumerate() {
             out.push_str(&format!(
                 "{}. {}:{}-{} (score {:.2})\n{}\n\n",
                 rank + 1,

@@ -11,8 +11,12 @@ fn default_definitions_are_short_and_stable() {
         &ToolsConfig::default(),
         &MemoryConfig::default(),
         dir.path(),
-        &dir.path().join("state/memory-index.sqlite"),
-        &dir.path().join("sessions"),
+        &nanocrab_memory::IndexSetup {
+            database: dir.path().join("state/memory-index.sqlite"),
+            workspace: dir.path().to_path_buf(),
+            sessions: None,
+            embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
+        },
         None,
     )
     .unwrap();

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use nanocrab_config::{MemoryConfig, ToolsConfig};
+use nanocrab_memory::{EmbeddingSetup, IndexSetup};
 use nanocrab_schema::{ToolCall, ToolResult};
 use nanocrab_tools::{ToolContext, ToolRegistry, builtin_registry};
 use pretty_assertions::assert_eq;
@@ -28,8 +29,12 @@ impl Fixture {
             &config,
             &MemoryConfig::default(),
             &root.join("ws"),
-            &root.join("state/memory-index.sqlite"),
-            &root.join("sessions"),
+            &IndexSetup {
+                database: root.join("state/memory-index.sqlite"),
+                workspace: root.join("ws"),
+                sessions: None,
+                embeddings: EmbeddingSetup::KeywordOnly("no embedding model".to_owned()),
+            },
             Some(&root.join("home")),
         )
         .unwrap();
@@ -366,7 +371,7 @@ async fn a_note_written_by_the_agent_is_found_by_memory_search_and_read_by_memor
         fx.call("memory_search", json!({"query": "dentist"})).await,
         ToolResult::ok(
             "call_1",
-            "No memory matches \"dentist\". Try other words, or read memory/MEMORY.md."
+            "No memory matches \"dentist\" (keyword search only: no embedding model). Try other words, or read memory/MEMORY.md."
         )
     );
     fx.call(

@@ -60,23 +60,18 @@ fn build_agent(env: &Env, model_flag: Option<&str>) -> anyhow::Result<Agent> {
         .enumerate()
         .map(|(i, model)| resolve(model, &format!("agents.defaults.fallbackModels.{i}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let index = env.index_setup(&config);
     let tools = nanocrab_tools::builtin_registry(
         &config.tools,
         &config.memory,
         &workspace,
-        &env.paths.memory_index(),
-        &env.paths.sessions_dir(),
+        &index,
         env.user_home.as_deref(),
     )?;
     let memory = MemoryRetrieval {
-        database: env.paths.memory_index(),
-        workspace: workspace.clone(),
+        index,
         search: SearchOptions::from_config(&config.memory),
         rag_by_default: config.memory.rag_mode,
-        sessions: config
-            .memory
-            .index_sessions
-            .then(|| env.paths.sessions_dir()),
     };
     let agent = Agent::new(
         ModelChain::new(primary, fallbacks),

@@ -1,31 +1,31 @@
 //! `nanocrab memory search | index | status`.
 
-use nanocrab_memory::{MemoryIndex, SearchOptions};
+use nanocrab_memory::{SearchMode, SearchOptions};
 
 use super::Env;
 use crate::cli::MemoryCommand;
 
 pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
     let config = env.load_config()?.config;
-    let workspace = env.workspace(&config);
-    let database = env.paths.memory_index();
-    let sessions = config
-        .memory
-        .index_sessions
-        .then(|| env.paths.sessions_dir());
+    let setup = env.index_setup(&config);
+    let workspace = &setup.workspace;
     match command {
         MemoryCommand::Search { query, limit, json } => {
-            let mut index = MemoryIndex::open(&database, &workspace)?.with_sessions(sessions);
+            let mut index = setup.open()?;
             index.sync()?;
             let mut options = SearchOptions::from_config(&config.memory);
             options.limit = limit.unwrap_or(options.limit).max(1);
-            let hits = index.search(&query, &options)?;
+            let results = index.search(&query, &options)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&hits)?);
+                println!("{}", serde_json::to_string_pretty(&results)?);
                 return Ok(());
             }
             // Said on stderr, so that stdout is only results.
-            eprintln!("(keyword search: no embedding model is set up yet)");
+            match &results.mode {
+                SearchMode::Hybrid { .. } => {}
+                SearchMode::Keyword { reason } => eprintln!("(keyword search only: {reason})"),
+            }
+            let hits = results.hits;
             if hits.is_empty() {
                 println!("no matches for {query:?} in {}", workspace.display());
             }
@@ -50,25 +50,26 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
         }
         MemoryCommand::Index { rebuild } => {
             let report = if rebuild {
-                MemoryIndex::rebuild(&database, &workspace, sessions)?.1
+                setup.rebuild()?.1
             } else {
-                MemoryIndex::open(&database, &workspace)?
-                    .with_sessions(sessions)
-                    .sync()?
+                setup.open()?.sync()?
             };
             println!(
-                "{} files: {} added, {} changed, {} removed; {} chunks indexed in {} ms",
+                "{} files: {} added, {} changed, {} removed; {} chunks indexed, {} embedded in {} ms",
                 report.files,
                 report.added,
                 report.changed,
                 report.removed,
                 report.chunks,
+                report.embedded,
                 report.elapsed.as_millis()
             );
+            if let Some(err) = &report.embedding_error {
+                eprintln!("warning: {err}; notes without a vector are found by keyword only");
+            }
         }
         MemoryCommand::Status => {
-            let index = MemoryIndex::open(&database, &workspace)?.with_sessions(sessions);
-            let status = index.status()?;
+            let status = setup.open()?.status()?;
             println!("index      {}", status.database.display());
             println!("workspace  {}", workspace.display());
             let sources: Vec<String> = status
@@ -82,7 +83,32 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
                 "last sync  {}",
                 status.last_sync.as_deref().unwrap_or("never")
             );
-            println!("search     keyword (BM25); no embedding model is set up yet");
+            match setup.embeddings.provider() {
+                Some(provider) => {
+                    println!(
+                        "search     hybrid: keyword (BM25) and meaning ({}), fused by {}",
+                        provider.id(),
+                        match config.memory.fusion {
+                            nanocrab_config::Fusion::Rrf => "reciprocal rank",
+                            nanocrab_config::Fusion::Weighted => "weighted score",
+                        }
+                    );
+                    println!(
+                        "vectors    {} of {} chunks{}",
+                        status.embedded_chunks,
+                        status.chunks,
+                        match &status.embedding_model {
+                            Some(model) if model != provider.id() =>
+                                format!(" (from {model}; the next sync re-embeds)"),
+                            Some(_) | None => String::new(),
+                        }
+                    );
+                }
+                None => println!(
+                    "search     keyword only (BM25): {}",
+                    setup.embeddings.reason()
+                ),
+            }
         }
     }
     Ok(())

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod memory;
+pub mod models;
 pub mod onboard;
 pub mod sessions;
 pub mod status;
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use nanocrab_config::{Config, Paths};
+use nanocrab_memory::{EmbeddingSetup, IndexSetup};
 
 /// Where this invocation reads and writes, resolved once from flags and the environment.
 pub struct Env {
@@ -47,6 +49,23 @@ impl Env {
         match &config.agents.defaults.workspace {
             Some(path) => nanocrab_config::expand_home(path, self.user_home.as_deref()),
             None => self.paths.workspace(),
+        }
+    }
+
+    /// How memory is searched, as the config says.
+    pub fn index_setup(&self, config: &Config) -> IndexSetup {
+        IndexSetup {
+            database: self.paths.memory_index(),
+            workspace: self.workspace(config),
+            sessions: config
+                .memory
+                .index_sessions
+                .then(|| self.paths.sessions_dir()),
+            embeddings: EmbeddingSetup::from_config(
+                &config.memory,
+                self.paths.models_dir(),
+                &Self::var,
+            ),
         }
     }
 }

@@ -8,6 +8,7 @@ mod config_errors;
 mod gemini;
 mod images;
 mod memory;
+mod models;
 mod onboard;
 mod policy_denials;
 mod provider_failures;

@@ -57,8 +57,11 @@ fn memory_search_finds_the_right_note_among_hundreds() {
     .unwrap();
     assert_eq!(
         json,
-        json!([{"path": "knowledge/bike.txt", "startLine": 1, "endLine": 1, "heading": "",
-                "snippet": "The bike lock code is 4711.", "score": 1.0}])
+        json!({
+            "mode": {"mode": "keyword", "reason": "the model `all-minilm-l6-v2-static` is not installed; run `nanocrab models pull all-minilm-l6-v2-static`"},
+            "hits": [{"path": "knowledge/bike.txt", "startLine": 1, "endLine": 1, "heading": "",
+                      "snippet": "The bike lock code is 4711.", "score": 1.0}]
+        })
     );
     let status = memory(&home, &["status"]);
     assert!(

@@ -1,0 +1,39 @@
+//! Everything needed to open the memory index the way the configuration asks, in one value
+//! that the CLI, the agent's tools and RAG mode share.
+
+use std::path::PathBuf;
+
+use crate::embedding::EmbeddingSetup;
+use crate::index::{IndexError, MemoryIndex, SyncReport};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexSetup {
+    /// The index's database file (`state/memory-index.sqlite`).
+    pub database: PathBuf,
+    pub workspace: PathBuf,
+    /// The transcripts, when they are searched too (`memory.indexSessions`).
+    pub sessions: Option<PathBuf>,
+    pub embeddings: EmbeddingSetup,
+}
+
+impl IndexSetup {
+    pub fn open(&self) -> Result<MemoryIndex, IndexError> {
+        Ok(MemoryIndex::open(&self.database, &self.workspace)?
+            .with_sessions(self.sessions.clone())
+            .with_embeddings(self.embeddings.provider(), self.embeddings.reason()))
+    }
+
+    /// [`MemoryIndex::rebuild`] with this setup.
+    pub fn rebuild(&self) -> Result<(MemoryIndex, SyncReport), IndexError> {
+        let (index, report) = MemoryIndex::rebuild(
+            &self.database,
+            &self.workspace,
+            self.sessions.clone(),
+            self.embeddings.provider(),
+        )?;
+        Ok((
+            index.with_embeddings(self.embeddings.provider(), self.embeddings.reason()),
+            report,
+        ))
+    }
+}

@@ -1,0 +1,194 @@
+//! `$NANOCRAB_HOME/models/`: one folder per installed model, named as in the catalogue, with
+//! a `manifest.json` written last. A folder without a manifest is an install that did not
+//! finish and does not count.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use crate::catalogue::ModelSpec;
+use crate::error::ModelError;
+
+const MANIFEST: &str = "manifest.json";
+
+#[derive(Debug, Clone)]
+pub struct ModelStore {
+    dir: PathBuf,
+}
+
+/// What an installed model's folder holds and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub name: String,
+    /// The package and version, or the model it was distilled from.
+    pub source: String,
+    pub files: Vec<ManifestFile>,
+    pub installed_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestFile {
+    pub name: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstalledModel {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+impl InstalledModel {
+    pub fn size(&self) -> u64 {
+        self.manifest.files.iter().map(|f| f.size).sum()
+    }
+}
+
+impl ModelStore {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The folder of `spec` when it is installed.
+    pub fn installed_dir(&self, spec: &ModelSpec) -> Result<PathBuf, ModelError> {
+        let dir = self.dir.join(spec.name);
+        if dir.join(MANIFEST).is_file() {
+            Ok(dir)
+        } else {
+            Err(ModelError::NotInstalled {
+                name: spec.name.to_owned(),
+            })
+        }
+    }
+
+    pub fn installed(&self, spec: &ModelSpec) -> Result<Option<InstalledModel>, ModelError> {
+        let dir = self.dir.join(spec.name);
+        let path = dir.join(MANIFEST);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(ModelError::Io {
+                    action: "read",
+                    path,
+                    source,
+                });
+            }
+        };
+        let manifest = serde_json::from_str(&text).map_err(|err| ModelError::Files {
+            path: path.clone(),
+            detail: err.to_string(),
+        })?;
+        Ok(Some(InstalledModel { dir, manifest }))
+    }
+
+    /// A new, empty folder in the store to assemble a model in before [`Self::install`].
+    pub(crate) fn staging(&self, name: &str) -> Result<tempfile::TempDir, ModelError> {
+        std::fs::create_dir_all(&self.dir).map_err(|source| ModelError::Io {
+            action: "create",
+            path: self.dir.clone(),
+            source,
+        })?;
+        tempfile::Builder::new()
+            .prefix(&format!(".{name}-"))
+            .tempdir_in(&self.dir)
+            .map_err(|source| ModelError::Io {
+                action: "create a folder in",
+                path: self.dir.clone(),
+                source,
+            })
+    }
+
+    /// Writes the manifest of the files in `staging` and moves it into place as `spec`'s
+    /// folder, replacing an older install only at the very end.
+    pub(crate) fn install(
+        &self,
+        spec: &ModelSpec,
+        staging: tempfile::TempDir,
+        source: String,
+    ) -> Result<InstalledModel, ModelError> {
+        let mut files = Vec::new();
+        let entries = std::fs::read_dir(staging.path()).map_err(|source| ModelError::Io {
+            action: "list",
+            path: staging.path().to_path_buf(),
+            source,
+        })?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let bytes = std::fs::read(&path).map_err(|source| ModelError::Io {
+                action: "read",
+                path: path.clone(),
+                source,
+            })?;
+            files.push(ManifestFile {
+                name: entry.file_name().to_string_lossy().into_owned(),
+                size: bytes.len() as u64,
+                sha256: hex(&Sha256::digest(&bytes)),
+            });
+        }
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+        let manifest = Manifest {
+            name: spec.name.to_owned(),
+            source,
+            files,
+            installed_at: jiff::Timestamp::now().to_string(),
+        };
+        let manifest_path = staging.path().join(MANIFEST);
+        let text = serde_json::to_string_pretty(&manifest).map_err(|err| ModelError::Files {
+            path: manifest_path.clone(),
+            detail: err.to_string(),
+        })?;
+        std::fs::write(&manifest_path, text).map_err(|source| ModelError::Io {
+            action: "write",
+            path: manifest_path,
+            source,
+        })?;
+        let target = self.dir.join(spec.name);
+        let staged = staging.keep();
+        if target.exists() {
+            // The old folder moves aside first: a rename cannot replace a non-empty folder.
+            let old = self.dir.join(format!(".{}-replaced", spec.name));
+            let _ = std::fs::remove_dir_all(&old);
+            std::fs::rename(&target, &old).map_err(|source| ModelError::Io {
+                action: "move aside",
+                path: target.clone(),
+                source,
+            })?;
+            let _ = std::fs::remove_dir_all(&old);
+        }
+        std::fs::rename(&staged, &target).map_err(|source| ModelError::Io {
+            action: "install",
+            path: target.clone(),
+            source,
+        })?;
+        Ok(InstalledModel {
+            dir: target,
+            manifest,
+        })
+    }
+
+    /// Deletes an installed model; `false` when it was not installed.
+    pub fn remove(&self, spec: &ModelSpec) -> Result<bool, ModelError> {
+        let dir = self.dir.join(spec.name);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(true),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(ModelError::Io {
+                action: "remove",
+                path: dir,
+                source,
+            }),
+        }
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
