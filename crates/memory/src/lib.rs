@@ -6,12 +6,13 @@ mod documents;
 mod history;
 mod index;
 mod memory_files;
+mod pdf;
 mod ranking;
 mod session_store;
 mod usage;
 
 pub use chunker::{Chunk, chunk_markdown};
-pub use documents::document_text;
+pub use documents::{DocumentError, document_text};
 pub use history::{estimate_tokens, window};
 pub use index::{IndexError, IndexStatus, MemoryIndex, SearchHit, SyncReport};
 pub use memory_files::{MemoryFileError, append_history, read_memory, rewrite_memory};
