@@ -1,31 +1,43 @@
 //! The text of a document as the index and `memory_get` see it: markdown and plain text as
-//! they are, HTML converted to markdown (scripts and styles left out), so that line ranges
-//! from a search point at the same lines `memory_get` shows.
+//! they are, HTML converted to markdown (scripts and styles left out), PDF as the text on its
+//! pages, so that line ranges from a search point at the same lines `memory_get` shows.
 
 use std::path::Path;
 
 /// Tags whose content is never text a reader sees.
 const SKIPPED_TAGS: [&str; 5] = ["script", "style", "noscript", "template", "svg"];
 
-pub fn document_text(path: &Path, bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    if path.extension().and_then(|e| e.to_str()) == Some("jsonl") {
-        return transcript_text(&text);
+/// A document with no text to give. Only PDFs fail: any other file is read as text.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    #[error("the PDF is locked with a password")]
+    PdfEncrypted,
+    #[error("the PDF cannot be read: {source}")]
+    PdfDamaged { source: lopdf::Error },
+    #[error("the PDF has no text, only images (a scan?)")]
+    PdfWithoutText,
+}
+
+pub fn document_text(path: &Path, bytes: &[u8]) -> Result<String, DocumentError> {
+    let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let is = |ending: &str| extension.eq_ignore_ascii_case(ending);
+    if is("pdf") {
+        return crate::pdf::pdf_text(bytes);
     }
-    let is_html = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
-    if !is_html {
-        return text.into_owned();
+    let text = String::from_utf8_lossy(bytes);
+    if extension == "jsonl" {
+        return Ok(transcript_text(&text));
+    }
+    if !(is("html") || is("htm")) {
+        return Ok(text.into_owned());
     }
     let converter = htmd::HtmlToMarkdown::builder()
         .skip_tags(SKIPPED_TAGS.to_vec())
         .build();
     // A page htmd cannot read is still searchable by its raw text.
-    converter
+    Ok(converter
         .convert(&text)
-        .unwrap_or_else(|_| text.into_owned())
+        .unwrap_or_else(|_| text.into_owned()))
 }
 
 /// A session transcript as text: for each line of the file one line, what the user or the
@@ -68,11 +80,11 @@ mod tests {
     fn html_becomes_markdown_without_scripts_and_other_files_stay_as_they_are() {
         let html = b"<html><head><style>p{}</style><script>track()</script></head><body><h1>Boiler</h1><p>Serviced by <b>Ravi</b> in May.</p></body></html>";
         assert_eq!(
-            document_text(Path::new("knowledge/house.HTML"), html),
+            document_text(Path::new("knowledge/house.HTML"), html).unwrap(),
             "# Boiler\n\nServiced by **Ravi** in May."
         );
         assert_eq!(
-            document_text(Path::new("knowledge/notes.md"), b"<b>kept</b>"),
+            document_text(Path::new("knowledge/notes.md"), b"<b>kept</b>").unwrap(),
             "<b>kept</b>"
         );
     }
@@ -89,8 +101,24 @@ mod tests {
             r#"{"role":"assistant","content":[{"type":"text","text":"Booked."}],"timestamp":"t"}"#,
         );
         assert_eq!(
-            document_text(Path::new("sessions/cli:default.jsonl"), jsonl.as_bytes()),
+            document_text(Path::new("sessions/cli:default.jsonl"), jsonl.as_bytes()).unwrap(),
             "\nuser: book the dentist\n\nassistant: Booked."
+        );
+    }
+
+    #[test]
+    fn a_pdf_is_read_as_the_text_on_its_pages() {
+        // Made from tests/data/boiler.html by LibreOffice 7.4 (`soffice --headless
+        // --convert-to pdf`): embedded TrueType subsets with ToUnicode maps, two pages.
+        let pdf = include_bytes!("../tests/data/boiler.pdf");
+        assert_eq!(
+            document_text(Path::new("knowledge/boiler.PDF"), pdf).unwrap(),
+            "Boiler manual\n\
+             The boiler was serviced by Ravi in May.\n\
+             Water pressure should sit near 1.5 bar; bleed the radiators in October.\n\
+             \n\
+             Warranty\n\
+             The warranty ends in March 2031. Zoë at the installer files the claims."
         );
     }
 }

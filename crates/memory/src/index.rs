@@ -37,7 +37,10 @@ const SESSIONS: &str = "sessions";
 /// Folders of the workspace that are indexed, and the file endings read in each.
 const SOURCES: [(&str, &[&str]); 2] = [
     ("memory", &["md"]),
-    ("knowledge", &["md", "markdown", "txt", "html", "htm"]),
+    (
+        "knowledge",
+        &["md", "markdown", "txt", "html", "htm", "pdf"],
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -393,7 +396,12 @@ impl MemoryIndex {
                 continue;
             }
             remove_file(&tx, &file.relative).map_err(sql)?;
-            let text = document_text(&file.absolute, &bytes);
+            // A document without text to give is indexed as nothing, with its hash, so that it
+            // is read again when it changes and not at every search.
+            let text = document_text(&file.absolute, &bytes).unwrap_or_else(|err| {
+                tracing::warn!("{} is indexed without its text: {err}", file.relative);
+                String::new()
+            });
             let chunks = chunk_markdown(&text);
             for chunk in &chunks {
                 let chunk_hash = hex(&Sha256::digest(embedding_text(&chunk.heading, &chunk.text)));

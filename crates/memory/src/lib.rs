@@ -8,12 +8,13 @@ mod history;
 mod index;
 mod index_setup;
 mod memory_files;
+mod pdf;
 mod ranking;
 mod session_store;
 mod usage;
 
 pub use chunker::{Chunk, chunk_markdown};
-pub use documents::document_text;
+pub use documents::{DocumentError, document_text};
 pub use embedding::{
     DEFAULT_LOCAL_MODEL, EmbeddingError, EmbeddingProvider, EmbeddingSetup, LocalEmbeddings,
     RemoteEmbeddings,

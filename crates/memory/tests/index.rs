@@ -6,10 +6,10 @@ use std::path::Path;
 use nanocrab_memory::{MemoryIndex, SearchHit, SearchOptions, SyncReport};
 use pretty_assertions::assert_eq;
 
-fn write(workspace: &Path, path: &str, text: &str) {
+fn write(workspace: &Path, path: &str, content: impl AsRef<[u8]>) {
     let path = workspace.join(path);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
+    std::fs::write(path, content).unwrap();
 }
 
 fn workspace() -> tempfile::TempDir {
@@ -288,6 +288,91 @@ fn html_documents_are_indexed_as_their_text() {
             .hits
             .is_empty(),
         "scripts are not text"
+    );
+}
+
+/// A scanned letter: one page with a picture on it (a filled square here) and no text.
+fn scan_pdf() -> Vec<u8> {
+    use lopdf::{Document, Object, Stream, dictionary};
+    let mut doc = Document::with_version("1.7");
+    let pages = doc.new_object_id();
+    let content = doc.add_object(Stream::new(
+        dictionary! {},
+        b"q 0 0 1 rg 72 72 300 400 re f Q".to_vec(),
+    ));
+    let page = doc.add_object(dictionary! {
+        "Type" => "Page", "Parent" => pages, "Contents" => content,
+        "MediaBox" => vec![0.into(), 0.into(), 595.into(), 842.into()],
+    });
+    doc.objects.insert(
+        pages,
+        Object::Dictionary(
+            dictionary! { "Type" => "Pages", "Kids" => vec![page.into()], "Count" => 1 },
+        ),
+    );
+    let catalog = doc.add_object(dictionary! { "Type" => "Catalog", "Pages" => pages });
+    doc.trailer.set("Root", catalog);
+    let mut bytes = Vec::new();
+    doc.save_to(&mut bytes).unwrap();
+    bytes
+}
+
+#[test]
+fn pdf_documents_are_indexed_as_their_text_and_unreadable_ones_as_nothing() {
+    let dir = workspace();
+    let ws = dir.path().join("workspace");
+    // Two pages made by LibreOffice from tests/data/boiler.html.
+    let pdf =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/boiler.pdf")).unwrap();
+    write(&ws, "knowledge/house/boiler.pdf", &pdf);
+    // A download cut short, and a scan with no text.
+    write(
+        &ws,
+        "knowledge/house/boiler-copy.pdf",
+        &pdf[..pdf.len() / 2],
+    );
+    write(&ws, "knowledge/letters/scan.PDF", scan_pdf());
+    let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &ws).unwrap();
+    let report = index.sync().unwrap();
+    assert_eq!((counts(&report), report.chunks), ((7, 7, 0, 0), 6));
+
+    // The lines are those of the text, a blank one between the pages, as memory_get shows it.
+    let hits = index
+        .search("warranty installer", &SearchOptions::new(5))
+        .unwrap();
+    assert_eq!(paths(&hits), vec!["knowledge/house/boiler.pdf:1-6"]);
+    assert_eq!(
+        hits[0].snippet,
+        "Boiler manual\n\
+         The boiler was serviced by Ravi in May.\n\
+         Water pressure should sit near 1.5 bar; bleed the radiators in October.\n\
+         \n\
+         Warranty\n\
+         The warranty ends in March 2031. Zoë at the installer files the claims."
+    );
+    // The unreadable ones stopped nothing: the other files are all there.
+    assert_eq!(
+        paths(&index.search("dentist", &SearchOptions::new(5)).unwrap()),
+        vec!["memory/MEMORY.md:4-5", "memory/2026-03-14.md:1-2"]
+    );
+    assert_eq!(
+        index.status().unwrap().per_source,
+        vec![("memory", 2), ("knowledge", 5)]
+    );
+
+    // Indexed as nothing, not forgotten: unchanged, they are not read again; once whole, the
+    // copy is.
+    assert_eq!(counts(&index.sync().unwrap()), (7, 0, 0, 0));
+    write(&ws, "knowledge/house/boiler-copy.pdf", &pdf);
+    assert_eq!(counts(&index.sync().unwrap()), (7, 0, 1, 0));
+    let mut found = paths(&index.search("warranty", &SearchOptions::new(5)).unwrap());
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            "knowledge/house/boiler-copy.pdf:1-6",
+            "knowledge/house/boiler.pdf:1-6"
+        ]
     );
 }
 

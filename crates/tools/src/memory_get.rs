@@ -87,8 +87,9 @@ impl Tool for MemoryGetTool {
             path: path.clone(),
             source,
         })?;
-        // The lines a search pointed at: HTML as the index read it, converted to markdown.
-        let text = nanocrab_memory::document_text(&path, &bytes);
+        // The lines a search pointed at: HTML and PDF as the index read them, as their text.
+        let text = nanocrab_memory::document_text(&path, &bytes)
+            .map_err(|err| ToolError::Rejected(format!("{}: {err}", args.path)))?;
         let total = text.lines().count();
         if start > total {
             return Err(ToolError::Rejected(format!(

@@ -413,6 +413,44 @@ async fn a_note_written_by_the_agent_is_found_by_memory_search_and_read_by_memor
 }
 
 #[tokio::test]
+async fn a_pdf_is_searched_and_read_as_its_text_and_an_unreadable_one_says_why() {
+    let fx = Fixture::new(ToolsConfig::default());
+    let pdf = include_bytes!("../../memory/tests/data/boiler.pdf");
+    std::fs::create_dir_all(fx.ws().join("knowledge")).unwrap();
+    std::fs::write(fx.ws().join("knowledge/boiler.pdf"), pdf).unwrap();
+    std::fs::write(fx.ws().join("knowledge/cut.pdf"), &pdf[..pdf.len() / 2]).unwrap();
+    assert_eq!(
+        fx.call("memory_search", json!({"query": "boiler pressure"}))
+            .await
+            .content
+            .lines()
+            .next(),
+        Some("1. knowledge/boiler.pdf:1-6 (score 1.00)")
+    );
+    assert_eq!(
+        fx.call(
+            "memory_get",
+            json!({"path": "knowledge/boiler.pdf", "start_line": 5})
+        )
+        .await,
+        ToolResult::ok(
+            "call_1",
+            "knowledge/boiler.pdf:5-6\nWarranty\nThe warranty ends in March 2031. Zoë at the installer files the claims."
+        )
+    );
+    let cut = fx
+        .call("memory_get", json!({"path": "knowledge/cut.pdf"}))
+        .await;
+    assert!(
+        cut.is_error
+            && cut
+                .content
+                .starts_with("Error: knowledge/cut.pdf: the PDF cannot be read: "),
+        "{cut:?}"
+    );
+}
+
+#[tokio::test]
 async fn memory_get_reads_only_memory_files_and_documents() {
     let fx = Fixture::new(ToolsConfig::default());
     std::fs::write(fx.ws().join("notes/plan.md"), "plan").unwrap();
