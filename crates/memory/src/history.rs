@@ -1,23 +1,6 @@
-use nanocrab_schema::{ContentBlock, LlmMessage};
+use nanocrab_schema::LlmMessage;
 
-/// A rough token count: about four characters a token for English text and JSON. Used only to
-/// decide how much history fits; the provider's usage report is the real figure.
-pub fn estimate_tokens(message: &LlmMessage) -> usize {
-    let chars: usize = message
-        .content
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text { text } => text.len(),
-            ContentBlock::Thinking { thinking, .. } => thinking.len(),
-            ContentBlock::RedactedThinking { data, .. } => data.len(),
-            // Providers bill a picture at up to about 1,600 tokens, whatever its byte size.
-            ContentBlock::Image(_) => 6_400,
-            ContentBlock::ToolUse(call) => call.name.len() + call.input.to_string().len(),
-            ContentBlock::ToolResult(result) => result.content.len(),
-        })
-        .sum();
-    chars / 4 + 4
-}
+use crate::tokens::estimate_tokens;
 
 /// The most recent messages that fit `budget_tokens`. The window always starts at a user
 /// message that is not a tool result, so a tool call is never separated from its result and
@@ -41,7 +24,7 @@ pub fn window(messages: &[LlmMessage], budget_tokens: usize) -> &[LlmMessage] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nanocrab_schema::{Role, ToolCall, ToolResult};
+    use nanocrab_schema::{ContentBlock, Role, ToolCall, ToolResult};
     use pretty_assertions::assert_eq;
 
     fn call(id: &str) -> LlmMessage {

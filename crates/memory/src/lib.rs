@@ -8,11 +8,12 @@ mod index;
 mod memory_files;
 mod ranking;
 mod session_store;
+mod tokens;
 mod usage;
 
 pub use chunker::{Chunk, chunk_markdown};
 pub use documents::document_text;
-pub use history::{estimate_tokens, window};
+pub use history::window;
 pub use index::{IndexError, IndexStatus, MemoryIndex, SearchHit, SyncReport};
 pub use memory_files::{MemoryFileError, append_history, read_memory, rewrite_memory};
 pub use ranking::SearchOptions;
@@ -20,4 +21,5 @@ pub use session_store::{
     Compaction, Session, SessionEntry, SessionError, SessionMetadata, SessionSettings,
     SessionStore, SessionSummary,
 };
+pub use tokens::{Encoding, TokenCounter, estimate_tokens};
 pub use usage::{ModelCall, TranscriptUsage, TurnUsage, read_usage};
