@@ -1,24 +1,54 @@
 use nanocrab_schema::LlmMessage;
 
-use crate::tokens::estimate_tokens;
+use crate::tokens::TokenCounter;
 
-/// The most recent messages that fit `budget_tokens`. The window always starts at a user
-/// message that is not a tool result, so a tool call is never separated from its result and
-/// the model never sees an answer without its question. The newest user turn is always kept,
-/// even when it alone is over budget.
-pub fn window(messages: &[LlmMessage], budget_tokens: usize) -> &[LlmMessage] {
-    let mut used = 0;
-    let mut start = messages.len();
-    for (i, message) in messages.iter().enumerate().rev() {
-        used += estimate_tokens(message);
-        if used > budget_tokens && start < messages.len() {
-            break;
-        }
-        if message.starts_turn() {
-            start = i;
+/// The messages sent to the model, each counted once as it joins: the window is taken again
+/// for every model call of a turn, and an exact count of a long history is not free.
+#[derive(Debug, Clone)]
+pub struct CountedHistory {
+    counter: TokenCounter,
+    messages: Vec<LlmMessage>,
+    tokens: Vec<usize>,
+}
+
+impl CountedHistory {
+    pub fn new(counter: TokenCounter, messages: Vec<LlmMessage>) -> Self {
+        let tokens = messages.iter().map(|m| counter.count_message(m)).collect();
+        Self {
+            counter,
+            messages,
+            tokens,
         }
     }
-    &messages[start..]
+
+    pub fn push(&mut self, message: LlmMessage) {
+        self.tokens.push(self.counter.count_message(&message));
+        self.messages.push(message);
+    }
+
+    /// All of it, in tokens.
+    pub fn tokens(&self) -> usize {
+        self.tokens.iter().sum()
+    }
+
+    /// The most recent messages that fit `budget_tokens`. The window always starts at a user
+    /// message that is not a tool result, so a tool call is never separated from its result
+    /// and the model never sees an answer without its question. The newest user turn is
+    /// always kept, even when it alone is over budget.
+    pub fn window(&self, budget_tokens: usize) -> &[LlmMessage] {
+        let mut used = 0;
+        let mut start = self.messages.len();
+        for (i, (message, tokens)) in self.messages.iter().zip(&self.tokens).enumerate().rev() {
+            used += tokens;
+            if used > budget_tokens && start < self.messages.len() {
+                break;
+            }
+            if message.starts_turn() {
+                start = i;
+            }
+        }
+        &self.messages[start..]
+    }
 }
 
 #[cfg(test)]
@@ -48,6 +78,10 @@ mod tests {
         }
     }
 
+    fn estimated(messages: &[LlmMessage]) -> CountedHistory {
+        CountedHistory::new(TokenCounter::Estimate, messages.to_vec())
+    }
+
     #[test]
     fn keeps_whole_turns_that_fit() {
         let messages = vec![
@@ -58,15 +92,15 @@ mod tests {
             result("c1"),
             LlmMessage::assistant("answer"),
         ];
-        assert_eq!(window(&messages, 10_000), &messages[..]);
+        assert_eq!(estimated(&messages).window(10_000), &messages[..]);
         // Room for the last turn only: it starts at its question, not at the tool result.
-        assert_eq!(window(&messages, 150), &messages[2..]);
+        assert_eq!(estimated(&messages).window(150), &messages[2..]);
     }
 
     #[test]
     fn the_newest_turn_is_kept_even_over_budget() {
         let messages = vec![LlmMessage::user("old"), LlmMessage::user("x".repeat(4000))];
-        assert_eq!(window(&messages, 10), &messages[1..]);
+        assert_eq!(estimated(&messages).window(10), &messages[1..]);
     }
 
     #[test]
@@ -83,12 +117,37 @@ mod tests {
             result("c3"),
             LlmMessage::assistant("two"),
         ];
+        let history = estimated(&messages);
         let mut starts = Vec::new();
         for budget in 0..1_000 {
-            let kept = window(&messages, budget);
+            let kept = history.window(budget);
             starts.push(messages.len() - kept.len());
         }
         starts.dedup();
         assert_eq!(starts, vec![4, 0]);
+    }
+
+    #[test]
+    fn pushed_messages_are_counted_with_the_rest() {
+        let mut history = estimated(&[LlmMessage::user("a".repeat(400))]);
+        assert_eq!(history.tokens(), 104);
+        history.push(LlmMessage::assistant("b".repeat(40)));
+        assert_eq!(history.tokens(), 104 + 14);
+    }
+
+    /// Long runs of one letter are a few BPE tokens but many estimated ones: the window of an
+    /// OpenAI model keeps what the estimate would drop.
+    #[cfg(feature = "tiktoken")]
+    #[test]
+    fn the_window_counts_with_the_models_counter() {
+        let messages = vec![
+            LlmMessage::user("x".repeat(8_000)),
+            LlmMessage::assistant("ok"),
+            LlmMessage::user("x".repeat(8_000)),
+        ];
+        let exact = CountedHistory::new(TokenCounter::for_model("gpt-4o"), messages.clone());
+        assert_eq!(exact.tokens(), 1_004 + 5 + 1_004);
+        assert_eq!(exact.window(2_500), &messages[..]);
+        assert_eq!(estimated(&messages).window(2_500), &messages[2..]);
     }
 }

@@ -13,7 +13,7 @@ mod usage;
 
 pub use chunker::{Chunk, chunk_markdown};
 pub use documents::document_text;
-pub use history::window;
+pub use history::CountedHistory;
 pub use index::{IndexError, IndexStatus, MemoryIndex, SearchHit, SyncReport};
 pub use memory_files::{MemoryFileError, append_history, read_memory, rewrite_memory};
 pub use ranking::SearchOptions;
