@@ -418,8 +418,7 @@ impl Agent {
         if let Some(text) = command {
             return Ok(finish(on_event, text, Usage::default(), 0));
         }
-        // Counted as the primary model counts: exactly for OpenAI's, whose vocabulary is then
-        // loaded (once per process), estimated for the others.
+        // Counted as the primary model counts: exactly for OpenAI's, estimated for the others.
         let counter = TokenCounter::for_model(&self.models.primary().model);
         let mut history = CountedHistory::new(counter, self.store.load(key)?.messages());
         let settings = self.store.settings(key)?;
@@ -458,15 +457,6 @@ impl Agent {
             self.channel.as_ref(),
             &RuntimeInfo::current(),
         );
-        let fixed = counter.count_text(&system)
-            + tools
-                .iter()
-                .map(|t| {
-                    counter.count_text(&t.name)
-                        + counter.count_text(&t.description)
-                        + counter.count_text(&t.parameters.to_string())
-                })
-                .sum::<usize>();
         // What is left of the context window for history once the prompt, the tool schemas
         // and the answer are accounted for, in counted tokens. An estimate is scaled by what
         // this conversation's provider has been seen to count; an exact count is not: it
@@ -480,12 +470,33 @@ impl Agent {
                 .unwrap_or(1.0)
                 .clamp(MIN_TOKEN_RATIO, MAX_TOKEN_RATIO)
         };
-        let budget = ((self.settings.context_window_tokens as usize)
+        let room = ((self.settings.context_window_tokens as usize)
             .saturating_sub(self.settings.max_tokens as usize) as f64
             / ratio) as usize;
-        let budget = budget.saturating_sub(fixed).max(1_000);
+        let budget_with = |count: &dyn Fn(&str) -> usize| {
+            let fixed = count(&system)
+                + tools
+                    .iter()
+                    .map(|t| {
+                        count(&t.name) + count(&t.description) + count(&t.parameters.to_string())
+                    })
+                    .sum::<usize>();
+            (fixed, room.saturating_sub(fixed).max(1_000))
+        };
+        // First from the free bounds, which never make a budget larger than counting does: a
+        // history whose bounds fit it fits the counted budget too. The prompt is counted (an
+        // OpenAI model's vocabulary loaded, once per process) only once the conversation is
+        // long enough for it to matter. The estimate's bounds are its counts.
+        let count_budget = || budget_with(&|text| counter.count_text(text)).1;
+        let (fixed, mut budget) = budget_with(&|text| counter.bound_text(text));
+        let mut counted = !counter.is_exact();
+        let trigger = |budget: usize| (budget as f64 * crate::compaction::TRIGGER_SHARE) as usize;
+        if !counted && history.bound() > trigger(budget) {
+            budget = count_budget();
+            counted = true;
+        }
         // The transcript is read again only when it has to be compacted.
-        if history.tokens() as f64 > budget as f64 * crate::compaction::TRIGGER_SHARE
+        if history.exceeds(trigger(budget))
             && self.compact(key, counter, budget, false, on_event).await?
         {
             history = CountedHistory::new(counter, self.store.load(key)?.messages());
@@ -502,6 +513,10 @@ impl Agent {
         for iteration in 1..=self.settings.max_tool_iterations {
             if iteration > 1 {
                 on_event(AgentEvent::NewResponse { iteration });
+            }
+            if !counted && history.bound() > budget {
+                budget = count_budget();
+                counted = true;
             }
             let mut messages = history.window(budget).to_vec();
             if let Some(block) = &retrieved

@@ -1282,7 +1282,7 @@ async fn an_openai_model_is_budgeted_in_exact_tokens_with_no_learned_ratio() {
         max_tokens: 100,
         temperature: None,
         max_tool_iterations: 40,
-        context_window_tokens: 4_000,
+        context_window_tokens: 8_000,
     };
     let replies = || {
         vec![
@@ -1290,8 +1290,14 @@ async fn an_openai_model_is_budgeted_in_exact_tokens_with_no_learned_ratio() {
             answer("ok", StopReason::EndTurn),
         ]
     };
-    // 1,000 tokens for o200k, 2,000 estimated.
+    // Runs of one letter: 8 characters a token for o200k, 4 estimated. The prompt carries
+    // 2,000 (o200k) or 4,000 (estimated) tokens of MEMORY.md, each question 1,000 or 2,000.
     let long = "x".repeat(8_000);
+    let with_memory = |setup: &Setup| {
+        let memory = setup.dir.path().join("workspace/memory");
+        std::fs::create_dir_all(&memory).unwrap();
+        std::fs::write(memory.join("MEMORY.md"), "x".repeat(16_000)).unwrap();
+    };
     let compacted = |events: &[AgentEvent]| {
         events
             .iter()
@@ -1300,13 +1306,16 @@ async fn an_openai_model_is_budgeted_in_exact_tokens_with_no_learned_ratio() {
 
     // Estimated, two such questions pass the budget's compaction share...
     let estimated = setup_with(replies(), settings);
+    with_memory(&estimated);
     estimated.provider.usage_factor.store(1, Ordering::SeqCst);
     run(&estimated, &long).await.1.unwrap();
     let (events, _) = run(&estimated, &long).await;
     assert!(compacted(&events));
 
-    // ...counted exactly they fit, and the provider's reports teach nothing.
+    // ...counted exactly, prompt and questions fit (16,000 bytes each, their bounds would
+    // not), and the provider's reports teach nothing.
     let exact = setup_for("openai/gpt-4o", replies(), settings);
+    with_memory(&exact);
     exact.provider.usage_factor.store(3, Ordering::SeqCst);
     run(&exact, &long).await.1.unwrap();
     let store = exact.agent.store();
@@ -1319,6 +1328,8 @@ async fn an_openai_model_is_budgeted_in_exact_tokens_with_no_learned_ratio() {
     let (events, outcome) = run(&exact, &long).await;
     outcome.unwrap();
     assert!(!compacted(&events), "{events:?}");
-    assert_eq!(exact.provider.requests.lock().unwrap()[1].messages.len(), 3);
+    let requests = exact.provider.requests.lock().unwrap();
+    assert!(requests[1].system.contains(&"x".repeat(16_000)));
+    assert_eq!(requests[1].messages.len(), 3);
     assert_eq!(store.settings(&exact.key).unwrap().token_ratio, Some(4.0));
 }

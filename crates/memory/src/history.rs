@@ -2,43 +2,65 @@ use nanocrab_schema::LlmMessage;
 
 use crate::tokens::TokenCounter;
 
-/// The messages sent to the model, each counted once as it joins: the window is taken again
-/// for every model call of a turn, and an exact count of a long history is not free.
+/// The messages sent to the model, each sized once as it joins: the window is taken again for
+/// every model call of a turn, and an exact count of a long history is not free. Exact counts
+/// are made only once the free bounds no longer settle the question, so a short conversation
+/// never loads a vocabulary.
 #[derive(Debug, Clone)]
 pub struct CountedHistory {
     counter: TokenCounter,
     messages: Vec<LlmMessage>,
-    tokens: Vec<usize>,
+    /// Each message's [`TokenCounter::bound_message`].
+    bounds: Vec<usize>,
+    /// Each message's [`TokenCounter::count_message`], once one was needed.
+    tokens: Option<Vec<usize>>,
 }
 
 impl CountedHistory {
     pub fn new(counter: TokenCounter, messages: Vec<LlmMessage>) -> Self {
-        let tokens = messages.iter().map(|m| counter.count_message(m)).collect();
+        let bounds = messages.iter().map(|m| counter.bound_message(m)).collect();
         Self {
             counter,
             messages,
-            tokens,
+            bounds,
+            tokens: None,
         }
     }
 
     pub fn push(&mut self, message: LlmMessage) {
-        self.tokens.push(self.counter.count_message(&message));
+        self.bounds.push(self.counter.bound_message(&message));
+        if let Some(tokens) = &mut self.tokens {
+            tokens.push(self.counter.count_message(&message));
+        }
         self.messages.push(message);
     }
 
-    /// All of it, in tokens.
-    pub fn tokens(&self) -> usize {
-        self.tokens.iter().sum()
+    /// At least the tokens of all of it; what they are for the estimate.
+    pub fn bound(&self) -> usize {
+        self.bounds.iter().sum()
+    }
+
+    /// Whether all of it is over `limit` tokens.
+    pub fn exceeds(&mut self, limit: usize) -> bool {
+        self.bound() > limit
+            && counts(self.counter, &self.messages, &mut self.tokens)
+                .iter()
+                .sum::<usize>()
+                > limit
     }
 
     /// The most recent messages that fit `budget_tokens`. The window always starts at a user
     /// message that is not a tool result, so a tool call is never separated from its result
     /// and the model never sees an answer without its question. The newest user turn is
     /// always kept, even when it alone is over budget.
-    pub fn window(&self, budget_tokens: usize) -> &[LlmMessage] {
+    pub fn window(&mut self, budget_tokens: usize) -> &[LlmMessage] {
+        if self.bound() <= budget_tokens {
+            return &self.messages;
+        }
         let mut used = 0;
         let mut start = self.messages.len();
-        for (i, (message, tokens)) in self.messages.iter().zip(&self.tokens).enumerate().rev() {
+        let tokens = counts(self.counter, &self.messages, &mut self.tokens);
+        for (i, (message, tokens)) in self.messages.iter().zip(tokens).enumerate().rev() {
             used += tokens;
             if used > budget_tokens && start < self.messages.len() {
                 break;
@@ -49,6 +71,16 @@ impl CountedHistory {
         }
         &self.messages[start..]
     }
+}
+
+/// The history's counts, made now if they were not yet; apart from `CountedHistory` so that
+/// its messages can be read while its counts are borrowed.
+fn counts<'a>(
+    counter: TokenCounter,
+    messages: &[LlmMessage],
+    tokens: &'a mut Option<Vec<usize>>,
+) -> &'a [usize] {
+    tokens.get_or_insert_with(|| messages.iter().map(|m| counter.count_message(m)).collect())
 }
 
 #[cfg(test)]
@@ -117,7 +149,7 @@ mod tests {
             result("c3"),
             LlmMessage::assistant("two"),
         ];
-        let history = estimated(&messages);
+        let mut history = estimated(&messages);
         let mut starts = Vec::new();
         for budget in 0..1_000 {
             let kept = history.window(budget);
@@ -130,13 +162,16 @@ mod tests {
     #[test]
     fn pushed_messages_are_counted_with_the_rest() {
         let mut history = estimated(&[LlmMessage::user("a".repeat(400))]);
-        assert_eq!(history.tokens(), 104);
+        assert_eq!(history.bound(), 104);
         history.push(LlmMessage::assistant("b".repeat(40)));
-        assert_eq!(history.tokens(), 104 + 14);
+        assert_eq!(history.bound(), 104 + 14);
+        assert!(history.exceeds(117));
+        assert!(!history.exceeds(118));
     }
 
     /// Long runs of one letter are a few BPE tokens but many estimated ones: the window of an
-    /// OpenAI model keeps what the estimate would drop.
+    /// OpenAI model keeps what the estimate would drop, whether its bounds settle it or its
+    /// counts must.
     #[cfg(feature = "tiktoken")]
     #[test]
     fn the_window_counts_with_the_models_counter() {
@@ -145,9 +180,19 @@ mod tests {
             LlmMessage::assistant("ok"),
             LlmMessage::user("x".repeat(8_000)),
         ];
-        let exact = CountedHistory::new(TokenCounter::for_model("gpt-4o"), messages.clone());
-        assert_eq!(exact.tokens(), 1_004 + 5 + 1_004);
-        assert_eq!(exact.window(2_500), &messages[..]);
+        let counted = 1_004 + 5 + 1_004;
+        let exact = || CountedHistory::new(TokenCounter::for_model("gpt-4o"), messages.clone());
+        assert_eq!(exact().bound(), 8_004 + 6 + 8_004);
+        assert_eq!(exact().window(2_500), &messages[..]);
+        assert_eq!(exact().window(16_014), &messages[..]);
+        assert_eq!(exact().window(counted - 1), &messages[2..]);
+        assert!(exact().exceeds(counted - 1));
+        assert!(!exact().exceeds(counted));
+        let mut pushed = exact();
+        assert!(pushed.exceeds(counted - 1));
+        pushed.push(LlmMessage::assistant("ok"));
+        assert!(!pushed.exceeds(counted + 5));
+        assert!(pushed.exceeds(counted + 4));
         assert_eq!(estimated(&messages).window(2_500), &messages[2..]);
     }
 }

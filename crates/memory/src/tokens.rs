@@ -124,11 +124,11 @@ pub enum TokenCounter {
 }
 
 impl TokenCounter {
-    /// Exact for an OpenAI-family model when this build has its vocabulary (loading it now if
-    /// no earlier call did), the estimate otherwise.
+    /// Exact for an OpenAI-family model when this build has the vocabularies, the estimate
+    /// otherwise. Nothing is loaded until something is counted.
     pub fn for_model(model: &str) -> Self {
         match Encoding::for_model(model) {
-            Some(encoding) if encoding.count("").is_some() => Self::Exact(encoding),
+            Some(encoding) if cfg!(feature = "tiktoken") => Self::Exact(encoding),
             Some(_) | None => Self::Estimate,
         }
     }
@@ -147,25 +147,45 @@ impl TokenCounter {
         }
     }
 
+    /// At least [`Self::count_text`], at no cost: a BPE token is never shorter than a byte, so
+    /// while the bytes fit, the tokens do, and no vocabulary need be loaded to know it. The
+    /// estimate is its own bound.
+    pub fn bound_text(self, text: &str) -> usize {
+        match self {
+            Self::Estimate => text.len() / 4,
+            Self::Exact(_) => text.len(),
+        }
+    }
+
     /// A message as sent: its text, tool calls and results, and its framing.
     pub fn count_message(self, message: &LlmMessage) -> usize {
-        let Self::Exact(_) = self else {
-            return estimate_tokens(message);
-        };
+        match self {
+            Self::Estimate => estimate_tokens(message),
+            Self::Exact(_) => Self::sum_message(message, |text| self.count_text(text)),
+        }
+    }
+
+    /// At least [`Self::count_message`], at no cost.
+    pub fn bound_message(self, message: &LlmMessage) -> usize {
+        match self {
+            Self::Estimate => estimate_tokens(message),
+            Self::Exact(_) => Self::sum_message(message, |text| self.bound_text(text)),
+        }
+    }
+
+    fn sum_message(message: &LlmMessage, count: impl Fn(&str) -> usize) -> usize {
         let content: usize = message
             .content
             .iter()
             .map(|block| match block {
-                ContentBlock::Text { text } => self.count_text(text),
-                ContentBlock::Thinking { thinking, .. } => self.count_text(thinking),
+                ContentBlock::Text { text } => count(text),
+                ContentBlock::Thinking { thinking, .. } => count(thinking),
                 // Opaque (encrypted) reasoning: billed as the reasoning it stands for, which
                 // its size only hints at.
                 ContentBlock::RedactedThinking { data, .. } => data.len() / 4,
                 ContentBlock::Image(_) => IMAGE_TOKENS,
-                ContentBlock::ToolUse(call) => {
-                    self.count_text(&call.name) + self.count_text(&call.input.to_string())
-                }
-                ContentBlock::ToolResult(result) => self.count_text(&result.content),
+                ContentBlock::ToolUse(call) => count(&call.name) + count(&call.input.to_string()),
+                ContentBlock::ToolResult(result) => count(&result.content),
             })
             .sum();
         content + MESSAGE_TOKENS
@@ -236,6 +256,7 @@ mod tests {
         let message = LlmMessage::user("hello world");
         assert_eq!(counter.count_message(&message), estimate_tokens(&message));
         assert_eq!(estimate_tokens(&message), 11 / 4 + 4);
+        assert_eq!(counter.bound_message(&message), estimate_tokens(&message));
     }
 
     #[cfg(feature = "tiktoken")]
@@ -281,6 +302,10 @@ mod tests {
             ],
         };
         assert_eq!(o200k.count_message(&result), 2 + 2 + MESSAGE_TOKENS);
+        assert_eq!(o200k.bound_message(&result), 11 + 11 + MESSAGE_TOKENS);
+        for message in [&call, &result] {
+            assert!(o200k.bound_message(message) >= o200k.count_message(message));
+        }
     }
 
     #[cfg(not(feature = "tiktoken"))]
