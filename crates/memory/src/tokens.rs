@@ -81,7 +81,7 @@ impl Encoding {
     }
 
     /// The exact count of `text`; `None` when this build has no vocabularies. The first use
-    /// of each vocabulary parses it (about 0.2 s for o200k), once per process.
+    /// of each vocabulary parses it (0.2 to 0.3 s for o200k), once per process.
     #[cfg(feature = "tiktoken")]
     fn count(self, text: &str) -> Option<usize> {
         use std::sync::LazyLock;
