@@ -6,7 +6,8 @@
 Builds release binaries, onboards a fresh NANOCRAB_HOME in a temp dir, then runs
 `nanocrab agent -m hello` N times against `mock-llm` (nanocrab-testkit) for each wire protocol
 and reports wall time, peak RSS, binary size and the size of the first request (system prompt,
-messages and tool schemas, in characters). Then times `nanocrab usage` over a year of
+messages and tool schemas, in characters), the last time with an OpenAI model name, whose
+tokens are counted exactly (tiktoken). Then times `nanocrab usage` over a year of
 generated transcripts, and `nanocrab memory index` and `memory search` over a year of
 generated daily notes. Nothing leaves 127.0.0.1.
 """
@@ -73,15 +74,19 @@ def main():
         try:
             port = int(mock.stdout.readline().strip())
             print(f"binary size: {nanocrab.stat().st_size / 1e6:.2f} MB ({nanocrab})")
-            for provider, base in [("anthropic", f"http://127.0.0.1:{port}"),
-                                   ("openai", f"http://127.0.0.1:{port}/v1")]:
-                home = tmp / provider
+            # The last row names an OpenAI model, whose tokens are counted exactly; a "hello"
+            # is settled by byte bounds and loads no vocabulary (see exact_token_counts).
+            for provider, base, model in [
+                    ("anthropic", f"http://127.0.0.1:{port}", "bench-model"),
+                    ("openai", f"http://127.0.0.1:{port}/v1", "bench-model"),
+                    ("openai", f"http://127.0.0.1:{port}/v1", "gpt-4.1-mini")]:
+                home = tmp / f"{provider}-{model}"
                 env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "NANOCRAB_HOME": str(home)}
                 subprocess.run([str(nanocrab), "onboard"], env=env, check=True,
                                stdout=subprocess.DEVNULL)
                 config_path = home / "config.json"
                 config = json.loads(config_path.read_text())
-                config["agents"]["defaults"]["model"] = f"{provider}/bench-model"
+                config["agents"]["defaults"]["model"] = f"{provider}/{model}"
                 config["providers"] = {provider: {"apiKey": "bench-key", "apiBase": base}}
                 config_path.write_text(json.dumps(config, indent=2))
 
@@ -100,12 +105,14 @@ def main():
                     lines = record.read_text().splitlines()
                 first = json.loads(lines[recorded_before])
                 sizes = request_size(first["body"])
-                print(f"\n[{provider}] `nanocrab agent -m hello`, {args.runs} runs, fresh session each")
+                print(f"\n[{provider}/{model}] `nanocrab agent -m hello`, {args.runs} runs, "
+                      "fresh session each")
                 print(f"  wall time  median {statistics.median(times):6.1f} ms   min {min(times):6.1f} ms")
                 print(f"  peak RSS   median {statistics.median(rss):6.1f} MB   max {max(rss):6.1f} MB")
                 print("  first request (characters): " +
                       ", ".join(f"{k} {v}" for k, v in sizes.items()))
             rag_mode_prompt_saving(nanocrab, tmp, port, record)
+            exact_token_counts(nanocrab, tmp, port, record)
         finally:
             mock.terminate()
             mock.wait()
@@ -148,6 +155,40 @@ def rag_mode_prompt_saving(nanocrab, tmp, port, record):
         label = "ragMode on " if rag else "ragMode off"
         print(f"  {label}: system prompt {sizes[rag]['system prompt']}, "
               f"messages {sizes[rag]['messages']}, whole body {sizes[rag]['whole body']}")
+
+
+def exact_token_counts(nanocrab, tmp, port, record, runs=5):
+    """A question of 80,000 characters, over the context window in bytes but not in tokens:
+    an OpenAI model's turn then counts exactly, parsing o200k_base first; another model's
+    estimates. The difference is what exact counting costs a process."""
+    question = ("The quick brown fox jumps over the lazy dog. " * 1800)[:80_000]
+    print(f"\nA question of {len(question)} characters, {runs} runs, fresh session each")
+    for model in ("bench-model", "gpt-4.1-mini"):
+        home = tmp / f"tokens-{model}"
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "NANOCRAB_HOME": str(home)}
+        subprocess.run([str(nanocrab), "onboard"], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        config_path = home / "config.json"
+        config = json.loads(config_path.read_text())
+        config["agents"]["defaults"]["model"] = f"openai/{model}"
+        config["providers"] = {"openai": {"apiKey": "bench-key",
+                                          "apiBase": f"http://127.0.0.1:{port}/v1"}}
+        config_path.write_text(json.dumps(config, indent=2))
+        before = len(record.read_text().splitlines())
+        times, rss = [], []
+        for i in range(runs):
+            elapsed, peak = run_measured(
+                [str(nanocrab), "agent", "-m", question, "--session", f"tokens:{i}"], env)
+            times.append(elapsed * 1000)
+            rss.append(peak)
+        lines = record.read_text().splitlines()
+        while len(lines) < before + runs:
+            time.sleep(0.05)
+            lines = record.read_text().splitlines()
+        sent = json.loads(lines[before])["body"]["messages"][-1]["content"]
+        assert question in json.dumps(sent), "the question was cut or compacted"
+        print(f"  openai/{model:13} wall time median {statistics.median(times):6.1f} ms, "
+              f"min {min(times):6.1f} ms; peak RSS median {statistics.median(rss):.1f} MB")
 
 
 def memory_search_over_a_year_of_notes(nanocrab, tmp, days=365):

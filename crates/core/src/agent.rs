@@ -1,7 +1,7 @@
 //! The agent loop: one user message in, tool calls as needed, one answer out, every step
 //! persisted as it happens and reported as an [`AgentEvent`].
 
-use nanocrab_memory::{SessionEntry, SessionError, SessionStore, estimate_tokens, window};
+use nanocrab_memory::{CountedHistory, SessionEntry, SessionError, SessionStore, TokenCounter};
 use nanocrab_provider::{ChatRequest, ModelChain, ProviderDelta, ProviderError};
 use nanocrab_schema::{
     AgentEvent, ContentBlock, Image, LlmMessage, Role, SessionKey, StopReason, ToolResult, Usage,
@@ -117,6 +117,7 @@ impl Agent {
     async fn compact(
         &self,
         key: &SessionKey,
+        counter: TokenCounter,
         budget: usize,
         force: bool,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
@@ -138,7 +139,7 @@ impl Agent {
         };
         let (mut cut, mut kept) = (None, 0);
         for i in (start..entries.len()).rev() {
-            kept += estimate_tokens(&entries[i].message());
+            kept += counter.count_message(&entries[i].message());
             if entries[i].starts_turn() && (cut.is_none() || kept <= keep) {
                 cut = Some(i);
             }
@@ -159,7 +160,7 @@ impl Agent {
                 tracing::warn!("{err}; compacting without it");
             }
         }
-        let part_chars = ((budget as f64 * PART_SHARE) as usize).max(500) * 4;
+        let part_budget = ((budget as f64 * PART_SHARE) as usize).max(500);
         let mut parts: Vec<String> = Vec::new();
         let mut part = match &session.compaction {
             Some(earlier) => format!(
@@ -168,12 +169,16 @@ impl Agent {
             ),
             None => String::new(),
         };
+        let mut part_tokens = counter.count_text(&part);
         for entry in &entries[start..cut] {
             let text = crate::consolidation::render(entry);
-            if !part.is_empty() && part.len() + text.len() > part_chars {
+            let tokens = counter.count_text(&text);
+            if !part.is_empty() && part_tokens + tokens > part_budget {
                 parts.push(std::mem::take(&mut part));
+                part_tokens = 0;
             }
             part.push_str(&text);
+            part_tokens += tokens;
         }
         parts.push(part);
         let mut summaries = Vec::with_capacity(parts.len());
@@ -413,7 +418,9 @@ impl Agent {
         if let Some(text) = command {
             return Ok(finish(on_event, text, Usage::default(), 0));
         }
-        let mut history = self.store.load(key)?.messages();
+        // Counted as the primary model counts: exactly for OpenAI's, estimated for the others.
+        let counter = TokenCounter::for_model(&self.models.primary().model);
+        let mut history = CountedHistory::new(counter, self.store.load(key)?.messages());
         let settings = self.store.settings(key)?;
         let rag = match &self.memory {
             Some(memory) => settings.rag_mode.unwrap_or(memory.rag_by_default),
@@ -450,28 +457,49 @@ impl Agent {
             self.channel.as_ref(),
             &RuntimeInfo::current(),
         );
-        let tools_chars: usize = tools
-            .iter()
-            .map(|t| t.description.len() + t.parameters.to_string().len())
-            .sum();
         // What is left of the context window for history once the prompt, the tool schemas
-        // and the answer are accounted for, in estimated tokens (about four characters each)
-        // scaled by what this conversation's provider has been seen to count.
-        let ratio = settings
-            .token_ratio
-            .unwrap_or(1.0)
-            .clamp(MIN_TOKEN_RATIO, MAX_TOKEN_RATIO);
-        let fixed = (system.len() + tools_chars) / 4;
-        let budget = ((self.settings.context_window_tokens as usize)
+        // and the answer are accounted for, in counted tokens. An estimate is scaled by what
+        // this conversation's provider has been seen to count; an exact count is not: it
+        // already is the provider's, and the ratio, learned against the estimate, would only
+        // distort it.
+        let ratio = if counter.is_exact() {
+            1.0
+        } else {
+            settings
+                .token_ratio
+                .unwrap_or(1.0)
+                .clamp(MIN_TOKEN_RATIO, MAX_TOKEN_RATIO)
+        };
+        let room = ((self.settings.context_window_tokens as usize)
             .saturating_sub(self.settings.max_tokens as usize) as f64
             / ratio) as usize;
-        let budget = budget.saturating_sub(fixed).max(1_000);
+        let budget_with = |count: &dyn Fn(&str) -> usize| {
+            let fixed = count(&system)
+                + tools
+                    .iter()
+                    .map(|t| {
+                        count(&t.name) + count(&t.description) + count(&t.parameters.to_string())
+                    })
+                    .sum::<usize>();
+            (fixed, room.saturating_sub(fixed).max(1_000))
+        };
+        // First from the free bounds, which never make a budget larger than counting does: a
+        // history whose bounds fit it fits the counted budget too. The prompt is counted (an
+        // OpenAI model's vocabulary loaded, once per process) only once the conversation is
+        // long enough for it to matter. The estimate's bounds are its counts.
+        let count_budget = || budget_with(&|text| counter.count_text(text)).1;
+        let (fixed, mut budget) = budget_with(&|text| counter.bound_text(text));
+        let mut counted = !counter.is_exact();
+        let trigger = |budget: usize| (budget as f64 * crate::compaction::TRIGGER_SHARE) as usize;
+        if !counted && history.bound() > trigger(budget) {
+            budget = count_budget();
+            counted = true;
+        }
         // The transcript is read again only when it has to be compacted.
-        let tokens: usize = history.iter().map(estimate_tokens).sum();
-        if tokens as f64 > budget as f64 * crate::compaction::TRIGGER_SHARE
-            && self.compact(key, budget, false, on_event).await?
+        if history.exceeds(trigger(budget))
+            && self.compact(key, counter, budget, false, on_event).await?
         {
-            history = self.store.load(key)?.messages();
+            history = CountedHistory::new(counter, self.store.load(key)?.messages());
         }
         let mut compacted_for_overflow = false;
         let ctx = ToolContext::new(self.context.workspace().to_path_buf());
@@ -486,7 +514,11 @@ impl Agent {
             if iteration > 1 {
                 on_event(AgentEvent::NewResponse { iteration });
             }
-            let mut messages = window(&history, budget).to_vec();
+            if !counted && history.bound() > budget {
+                budget = count_budget();
+                counted = true;
+            }
+            let mut messages = history.window(budget).to_vec();
             if let Some(block) = &retrieved
                 && let Some(question) = messages
                     .iter_mut()
@@ -536,10 +568,10 @@ impl Agent {
                 // ask again.
                 Err(err) if err.is_context_overflow() && !compacted_for_overflow => {
                     compacted_for_overflow = true;
-                    if !self.compact(key, budget, true, on_event).await? {
+                    if !self.compact(key, counter, budget, true, on_event).await? {
                         return Err(err.into());
                     }
-                    history = self.store.load(key)?.messages();
+                    history = CountedHistory::new(counter, self.store.load(key)?.messages());
                     continue;
                 }
                 Err(err) => return Err(err.into()),
@@ -551,8 +583,18 @@ impl Agent {
                 .map(|m| m.label.clone())
                 .unwrap_or_default();
             usage += response.usage;
-            let estimated = fixed + request.messages.iter().map(estimate_tokens).sum::<usize>();
-            self.calibrate(key, estimated, response.usage.prompt_tokens())?;
+            // An exact count has no error to learn: what the provider adds around the text
+            // (each message's framing, its rendering of the tool schemas) is small, fixed and
+            // already counted, the schemas as their JSON, which is a little longer.
+            if !counter.is_exact() {
+                let estimated = fixed
+                    + request
+                        .messages
+                        .iter()
+                        .map(|m| counter.count_message(m))
+                        .sum::<usize>();
+                self.calibrate(key, estimated, response.usage.prompt_tokens())?;
+            }
             on_event(AgentEvent::Usage {
                 model: label.clone(),
                 usage: response.usage,

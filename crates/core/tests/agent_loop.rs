@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use nanocrab_core::{
     Agent, AgentSettings, Consolidation, ConsolidationReport, ContextBuilder, MemoryRetrieval,
 };
-use nanocrab_memory::{SessionEntry, SessionStore};
+use nanocrab_memory::{SessionEntry, SessionStore, TokenCounter};
 use nanocrab_provider::{
     ChatRequest, ChatResponse, DeltaSink, LlmProvider, ModelChain, ModelProfile, ProviderDelta,
     ProviderError, ResolvedModel,
@@ -29,8 +29,9 @@ struct Scripted {
     replies: Mutex<VecDeque<Result<ChatResponse, ProviderError>>>,
     requests: Mutex<Vec<ChatRequest>>,
     summaries: Mutex<Vec<ChatRequest>>,
-    /// When not 0, report this many times the request's estimated size as its prompt tokens
-    /// (1: as a real provider would) instead of the scripted figure.
+    /// When not 0, report this many times the request's size, counted as the agent counts for
+    /// the request's model, as its prompt tokens (1: as a real provider would) instead of the
+    /// scripted figure.
     usage_factor: std::sync::atomic::AtomicU64,
 }
 
@@ -63,17 +64,23 @@ impl LlmProvider for Scripted {
         if let Ok(response) = &mut reply
             && factor > 0
         {
+            let counter = TokenCounter::for_model(&request.model);
             let tools: usize = request
                 .tools
                 .iter()
-                .map(|t| t.description.len() + t.parameters.to_string().len())
+                .map(|t| {
+                    counter.count_text(&t.name)
+                        + counter.count_text(&t.description)
+                        + counter.count_text(&t.parameters.to_string())
+                })
                 .sum();
             response.usage.input_tokens = factor
-                * ((request.system.len() + tools) / 4
+                * (counter.count_text(&request.system)
+                    + tools
                     + request
                         .messages
                         .iter()
-                        .map(nanocrab_memory::estimate_tokens)
+                        .map(|m| counter.count_message(m))
                         .sum::<usize>()) as u64;
         }
         if let Ok(response) = &reply {
@@ -180,6 +187,15 @@ fn setup(replies: Vec<Result<ChatResponse, ProviderError>>, max_tool_iterations:
 }
 
 fn setup_with(replies: Vec<Result<ChatResponse, ProviderError>>, settings: AgentSettings) -> Setup {
+    setup_for("m1", replies, settings)
+}
+
+/// The scripted provider serving a model named `model`.
+fn setup_for(
+    model: &str,
+    replies: Vec<Result<ChatResponse, ProviderError>>,
+    settings: AgentSettings,
+) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let provider = Arc::new(Scripted {
         replies: Mutex::new(replies.into()),
@@ -189,7 +205,10 @@ fn setup_with(replies: Vec<Result<ChatResponse, ProviderError>>, settings: Agent
     let mut tools = ToolRegistry::new();
     tools.register(echo.clone());
     let agent = Agent::new(
-        ModelChain::new(resolved(&provider, "m1", ModelProfile::GENERIC), Vec::new()),
+        ModelChain::new(
+            resolved(&provider, model, ModelProfile::GENERIC),
+            Vec::new(),
+        ),
         tools,
         SessionStore::new(dir.path().join("sessions")),
         ContextBuilder::new(dir.path().join("workspace")),
@@ -1260,4 +1279,62 @@ async fn the_token_estimate_learns_what_the_provider_counts() {
     setup.provider.usage_factor.store(1, Ordering::SeqCst);
     run(&setup, "again").await.1.unwrap();
     assert!((ratio(&setup) - 2.4).abs() < 1e-9, "{}", ratio(&setup));
+}
+
+#[tokio::test]
+async fn an_openai_model_is_budgeted_in_exact_tokens_with_no_learned_ratio() {
+    let settings = AgentSettings {
+        max_tokens: 100,
+        temperature: None,
+        max_tool_iterations: 40,
+        context_window_tokens: 8_000,
+    };
+    let replies = || {
+        vec![
+            answer("ok", StopReason::EndTurn),
+            answer("ok", StopReason::EndTurn),
+        ]
+    };
+    // Runs of one letter: 8 characters a token for o200k, 4 estimated. The prompt carries
+    // 2,000 (o200k) or 4,000 (estimated) tokens of MEMORY.md, each question 1,000 or 2,000.
+    let long = "x".repeat(8_000);
+    let with_memory = |setup: &Setup| {
+        let memory = setup.dir.path().join("workspace/memory");
+        std::fs::create_dir_all(&memory).unwrap();
+        std::fs::write(memory.join("MEMORY.md"), "x".repeat(16_000)).unwrap();
+    };
+    let compacted = |events: &[AgentEvent]| {
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Compaction { .. }))
+    };
+
+    // Estimated, two such questions pass the budget's compaction share...
+    let estimated = setup_with(replies(), settings);
+    with_memory(&estimated);
+    estimated.provider.usage_factor.store(1, Ordering::SeqCst);
+    run(&estimated, &long).await.1.unwrap();
+    let (events, _) = run(&estimated, &long).await;
+    assert!(compacted(&events));
+
+    // ...counted exactly, prompt and questions fit (16,000 bytes each, their bounds would
+    // not), and the provider's reports teach nothing.
+    let exact = setup_for("openai/gpt-4o", replies(), settings);
+    with_memory(&exact);
+    exact.provider.usage_factor.store(3, Ordering::SeqCst);
+    run(&exact, &long).await.1.unwrap();
+    let store = exact.agent.store();
+    let mut stored = store.settings(&exact.key).unwrap();
+    assert_eq!(stored.token_ratio, None);
+    // A ratio learned earlier against the estimate (another model) would shrink the budget to
+    // a quarter: it is left alone, for that model.
+    stored.token_ratio = Some(4.0);
+    store.save_settings(&exact.key, &stored).unwrap();
+    let (events, outcome) = run(&exact, &long).await;
+    outcome.unwrap();
+    assert!(!compacted(&events), "{events:?}");
+    let requests = exact.provider.requests.lock().unwrap();
+    assert!(requests[1].system.contains(&"x".repeat(16_000)));
+    assert_eq!(requests[1].messages.len(), 3);
+    assert_eq!(store.settings(&exact.key).unwrap().token_ratio, Some(4.0));
 }

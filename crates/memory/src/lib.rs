@@ -11,6 +11,7 @@ mod memory_files;
 mod pdf;
 mod ranking;
 mod session_store;
+mod tokens;
 mod usage;
 
 pub use chunker::{Chunk, chunk_markdown};
@@ -19,7 +20,7 @@ pub use embedding::{
     DEFAULT_LOCAL_MODEL, EmbeddingError, EmbeddingProvider, EmbeddingSetup, LocalEmbeddings,
     RemoteEmbeddings,
 };
-pub use history::{estimate_tokens, window};
+pub use history::CountedHistory;
 pub use index::{
     IndexError, IndexStatus, MemoryIndex, SearchHit, SearchMode, SearchResults, SyncReport,
 };
@@ -30,4 +31,5 @@ pub use session_store::{
     Compaction, Session, SessionEntry, SessionError, SessionMetadata, SessionSettings,
     SessionStore, SessionSummary,
 };
+pub use tokens::{Encoding, TokenCounter, estimate_tokens};
 pub use usage::{ModelCall, TranscriptUsage, TurnUsage, read_usage};

@@ -104,7 +104,8 @@ pub struct SessionSettings {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub consolidated_entries: usize,
     /// The provider's prompt tokens per estimated token (about four characters), learned from
-    /// its usage reports: code, other scripts and other tokenizers count differently.
+    /// its usage reports: code, other scripts and other tokenizers count differently. Neither
+    /// learned nor applied while the model's tokens are counted exactly (OpenAI's models).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_ratio: Option<f64>,
 }

@@ -339,7 +339,8 @@ fn pdf_documents_are_indexed_as_their_text_and_unreadable_ones_as_nothing() {
     // The lines are those of the text, a blank one between the pages, as memory_get shows it.
     let hits = index
         .search("warranty installer", &SearchOptions::new(5))
-        .unwrap();
+        .unwrap()
+        .hits;
     assert_eq!(paths(&hits), vec!["knowledge/house/boiler.pdf:1-6"]);
     assert_eq!(
         hits[0].snippet,
@@ -352,7 +353,12 @@ fn pdf_documents_are_indexed_as_their_text_and_unreadable_ones_as_nothing() {
     );
     // The unreadable ones stopped nothing: the other files are all there.
     assert_eq!(
-        paths(&index.search("dentist", &SearchOptions::new(5)).unwrap()),
+        paths(
+            &index
+                .search("dentist", &SearchOptions::new(5))
+                .unwrap()
+                .hits
+        ),
         vec!["memory/MEMORY.md:4-5", "memory/2026-03-14.md:1-2"]
     );
     assert_eq!(
@@ -365,7 +371,12 @@ fn pdf_documents_are_indexed_as_their_text_and_unreadable_ones_as_nothing() {
     assert_eq!(counts(&index.sync().unwrap()), (7, 0, 0, 0));
     write(&ws, "knowledge/house/boiler-copy.pdf", &pdf);
     assert_eq!(counts(&index.sync().unwrap()), (7, 0, 1, 0));
-    let mut found = paths(&index.search("warranty", &SearchOptions::new(5)).unwrap());
+    let mut found = paths(
+        &index
+            .search("warranty", &SearchOptions::new(5))
+            .unwrap()
+            .hits,
+    );
     found.sort();
     assert_eq!(
         found,
