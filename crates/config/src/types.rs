@@ -98,14 +98,15 @@ fn default_vector_weight() -> f64 {
     0.5
 }
 
-/// How keyword (BM25) and meaning (vector) results are combined.
+/// How keyword (BM25) and meaning (vector) results are combined. The default won on the
+/// retrieval benchmark (docs/benchmarks.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Fusion {
     /// Reciprocal rank fusion: each list adds `1 / (60 + rank)`; scales never matter.
-    #[default]
     Rrf,
     /// A weighted sum of the two scores, each relative to its list's best.
+    #[default]
     Weighted,
 }
 
@@ -118,7 +119,7 @@ pub struct EmbeddingsConfig {
     /// only.
     #[serde(default)]
     pub provider: EmbeddingBackend,
-    /// `local`: a model of `nanocrab models list` (default `all-minilm-l6-v2-static`);
+    /// `local`: a model of `nanocrab models list` (default `all-minilm-l6-v2`);
     /// `openai`: the endpoint's model name (default `text-embedding-3-small`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,

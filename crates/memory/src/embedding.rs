@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nanocrab_config::{EmbeddingBackend, MemoryConfig};
-use nanocrab_models::{LocalEmbedder, ModelError, ModelStore};
+use nanocrab_models::{BertEmbedder, ModelError, ModelStore};
 
 /// The local model used when `memory.embeddings.model` is not set.
-pub const DEFAULT_LOCAL_MODEL: &str = "all-minilm-l6-v2-static";
+pub const DEFAULT_LOCAL_MODEL: &str = "all-minilm-l6-v2";
 const DEFAULT_REMOTE_MODEL: &str = "text-embedding-3-small";
 const DEFAULT_REMOTE_BASE: &str = "https://api.openai.com/v1";
 /// Texts per request to a remote endpoint; OpenAI takes up to 2,048.
@@ -130,7 +130,7 @@ pub struct LocalEmbeddings {
     id: String,
     name: String,
     store: ModelStore,
-    loaded: Mutex<Option<Arc<LocalEmbedder>>>,
+    loaded: Mutex<Option<Arc<BertEmbedder>>>,
 }
 
 impl LocalEmbeddings {
@@ -143,12 +143,12 @@ impl LocalEmbeddings {
         }
     }
 
-    fn model(&self) -> Result<Arc<LocalEmbedder>, EmbeddingError> {
+    fn model(&self) -> Result<Arc<BertEmbedder>, EmbeddingError> {
         let mut slot = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(model) = slot.as_ref() {
             return Ok(model.clone());
         }
-        let model = Arc::new(LocalEmbedder::load(&self.store, &self.name)?);
+        let model = Arc::new(BertEmbedder::from_store(&self.store, &self.name)?);
         *slot = Some(model.clone());
         Ok(model)
     }

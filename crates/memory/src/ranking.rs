@@ -40,7 +40,7 @@ impl SearchOptions {
             mmr_lambda: None,
             recency_half_life_days: None,
             today: None,
-            fusion: Fusion::Rrf,
+            fusion: Fusion::Weighted,
             vector_weight: 0.5,
         }
     }
@@ -223,8 +223,12 @@ mod tests {
     fn rrf_rewards_agreement_and_weighted_follows_the_scores() {
         let keyword = [(1, 9.0), (2, 3.0), (3, 2.9)];
         let vector = [(3, 0.8), (4, 0.7), (1, 0.2)];
+        let rrf = SearchOptions {
+            fusion: Fusion::Rrf,
+            ..SearchOptions::new(4)
+        };
         assert_eq!(
-            fuse(&keyword, &vector, &SearchOptions::new(4))
+            fuse(&keyword, &vector, &rrf)
                 .iter()
                 .map(|(id, _)| *id)
                 .collect::<Vec<_>>(),

