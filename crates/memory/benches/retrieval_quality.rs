@@ -3,7 +3,7 @@
 //! workspace indexed exactly as a user's would be: keyword search alone, then for each local
 //! embedding model that is installed, vector search alone and both fused.
 //!
-//!     nanocrab models pull all-minilm-l6-v2-static   # also fetches all-minilm-l6-v2
+//!     nanocrab models pull all-minilm-l6-v2
 //!     cargo bench -p nanocrab-memory --bench retrieval_quality
 //!
 //! Models are looked for in `$NANOCRAB_HOME/models`, else `~/.nanocrab/models`.
@@ -133,7 +133,7 @@ fn main() {
         .unwrap()
         .join("models");
     let store = ModelStore::new(&models);
-    for name in ["all-minilm-l6-v2-static", "all-minilm-l6-v2"] {
+    for name in [nanocrab_memory::DEFAULT_LOCAL_MODEL] {
         let spec = nanocrab_models::find(name).unwrap();
         if store.installed_dir(spec).is_err() {
             println!(
@@ -168,7 +168,10 @@ fn main() {
         evaluate(
             &index,
             &format!("{name}: hybrid, RRF"),
-            &SearchOptions::new(10),
+            &SearchOptions {
+                fusion: Fusion::Rrf,
+                ..SearchOptions::new(10)
+            },
         );
         for weight in [0.3, 0.5, 0.7] {
             evaluate(
@@ -179,7 +182,7 @@ fn main() {
         }
         evaluate(
             &index,
-            &format!("{name}: hybrid RRF + MMR 0.7"),
+            &format!("{name}: hybrid, weighted 0.5 + MMR 0.7"),
             &SearchOptions {
                 mmr_lambda: Some(0.7),
                 ..SearchOptions::new(10)
@@ -187,7 +190,7 @@ fn main() {
         );
         evaluate(
             &index,
-            &format!("{name}: hybrid RRF + recency 90 d"),
+            &format!("{name}: hybrid, weighted 0.5 + recency 90 d"),
             &SearchOptions {
                 recency_half_life_days: Some(90.0),
                 today: Some(today),
