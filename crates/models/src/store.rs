@@ -151,23 +151,33 @@ impl ModelStore {
             source,
         })?;
         let target = self.dir.join(spec.name);
-        let staged = staging.keep();
-        if target.exists() {
-            // The old folder moves aside first: a rename cannot replace a non-empty folder.
-            let old = self.dir.join(format!(".{}-replaced", spec.name));
+        // The old folder moves aside first (a rename cannot replace a non-empty folder) and is
+        // deleted only once the new one is in place; if that fails, it moves back.
+        let old = self.dir.join(format!(".{}-replaced", spec.name));
+        let replacing = target.exists();
+        if replacing {
             let _ = std::fs::remove_dir_all(&old);
             std::fs::rename(&target, &old).map_err(|source| ModelError::Io {
                 action: "move aside",
                 path: target.clone(),
                 source,
             })?;
+        }
+        if let Err(source) = std::fs::rename(staging.path(), &target) {
+            if replacing {
+                let _ = std::fs::rename(&old, &target);
+            }
+            return Err(ModelError::Io {
+                action: "install",
+                path: target,
+                source,
+            });
+        }
+        // Moved into place: the staging folder no longer exists to be cleaned up.
+        let _ = staging.keep();
+        if replacing {
             let _ = std::fs::remove_dir_all(&old);
         }
-        std::fs::rename(&staged, &target).map_err(|source| ModelError::Io {
-            action: "install",
-            path: target.clone(),
-            source,
-        })?;
         Ok(InstalledModel {
             dir: target,
             manifest,

