@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nanocrab_config::Fusion;
-use nanocrab_memory::{EmbeddingProvider, LocalEmbeddings, MemoryIndex, SearchOptions};
+use nanocrab_memory::{
+    EmbeddingProvider, EmbeddingSetup, LocalEmbeddings, MemoryIndex, SearchOptions,
+};
 use nanocrab_models::ModelStore;
 
 #[derive(serde::Deserialize)]
@@ -150,7 +152,7 @@ fn main() {
         let started = Instant::now();
         let mut index = MemoryIndex::open(&dir.path().join(format!("{name}.sqlite")), &workspace)
             .unwrap()
-            .with_embeddings(Some(embedder.clone()), "");
+            .with_embeddings(EmbeddingSetup::Ready(embedder.clone()));
         let report = index.sync().unwrap();
         assert_eq!(report.embedding_error, None);
         println!(

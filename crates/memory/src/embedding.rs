@@ -92,13 +92,12 @@ impl EmbeddingSetup {
             Self::KeywordOnly(_) => None,
         }
     }
+}
 
-    /// Why search is by keyword only; empty when it is not.
-    pub fn reason(&self) -> &str {
-        match self {
-            Self::Ready(_) => "",
-            Self::KeywordOnly(reason) => reason,
-        }
+/// Keyword search, until a model is set up.
+impl Default for EmbeddingSetup {
+    fn default() -> Self {
+        Self::KeywordOnly("no embedding model is set up".to_owned())
     }
 }
 

@@ -8,7 +8,6 @@
 //! rebuilt (the audit log) with it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension as _, params};
@@ -16,7 +15,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::chunker::chunk_markdown;
 use crate::documents::document_text;
-use crate::embedding::EmbeddingProvider;
+use crate::embedding::{EmbeddingProvider, EmbeddingSetup};
 use crate::ranking::{SearchOptions, fuse, rank};
 
 /// Bumped when the tables change; an index of another version is rebuilt.
@@ -126,9 +125,8 @@ pub struct MemoryIndex {
     workspace: PathBuf,
     /// Also index the conversation transcripts here (`memory.indexSessions`).
     sessions: Option<PathBuf>,
-    /// Embeds chunks and queries for search by meaning; `None`: keyword only, for `reason`.
-    embedder: Option<Arc<dyn EmbeddingProvider>>,
-    keyword_reason: String,
+    /// Embeds chunks and queries for search by meaning, or says why search is by keyword.
+    embeddings: EmbeddingSetup,
 }
 
 impl MemoryIndex {
@@ -139,7 +137,8 @@ impl MemoryIndex {
             Ok(index) => Ok(index),
             Err(err) => {
                 tracing::warn!("{err}; rebuilding the memory index from the files");
-                Self::rebuild(database, workspace, None, None).map(|(index, _)| index)
+                Self::rebuild(database, workspace, None, EmbeddingSetup::default())
+                    .map(|(index, _)| index)
             }
         }
     }
@@ -192,20 +191,14 @@ impl MemoryIndex {
             database: database.to_path_buf(),
             workspace: workspace.to_path_buf(),
             sessions: None,
-            embedder: None,
-            keyword_reason: "no embedding model is set up".to_owned(),
+            embeddings: EmbeddingSetup::default(),
         })
     }
 
-    /// Embeds chunks and queries with `embedder` so search also goes by meaning; `None`
-    /// keeps search to keywords, and `reason` says why to whoever searches.
-    pub fn with_embeddings(
-        mut self,
-        embedder: Option<Arc<dyn EmbeddingProvider>>,
-        reason: &str,
-    ) -> Self {
-        self.embedder = embedder;
-        reason.clone_into(&mut self.keyword_reason);
+    /// With a ready model, chunks and queries are embedded and search also goes by meaning;
+    /// otherwise search is by keyword and says why.
+    pub fn with_embeddings(mut self, embeddings: EmbeddingSetup) -> Self {
+        self.embeddings = embeddings;
         self
     }
 
@@ -225,7 +218,7 @@ impl MemoryIndex {
         database: &Path,
         workspace: &Path,
         sessions: Option<PathBuf>,
-        embedder: Option<Arc<dyn EmbeddingProvider>>,
+        embeddings: EmbeddingSetup,
     ) -> Result<(Self, SyncReport), IndexError> {
         let dir = database.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
@@ -242,10 +235,10 @@ impl MemoryIndex {
                 source,
             })?;
         let report = {
-            let mut fresh =
-                Self::open_existing(temp.path(), workspace)?.with_sessions(sessions.clone());
-            fresh.embedder = embedder.clone();
-            if let Some(embedder) = &embedder
+            let mut fresh = Self::open_existing(temp.path(), workspace)?
+                .with_sessions(sessions.clone())
+                .with_embeddings(embeddings.clone());
+            if let Some(embedder) = embeddings.provider()
                 && database.exists()
                 && let Err(err) = fresh.adopt_vectors(database, embedder.id())
             {
@@ -280,8 +273,9 @@ impl MemoryIndex {
             path: database.to_path_buf(),
             source: err.error,
         })?;
-        let mut index = Self::open_existing(database, workspace)?.with_sessions(sessions);
-        index.embedder = embedder;
+        let index = Self::open_existing(database, workspace)?
+            .with_sessions(sessions)
+            .with_embeddings(embeddings);
         Ok((index, report))
     }
 
@@ -304,7 +298,7 @@ impl MemoryIndex {
     /// indexed, deleted ones removed. One transaction: a sync that is killed changes nothing.
     pub fn sync(&mut self) -> Result<SyncReport, IndexError> {
         let started = Instant::now();
-        if let Some(embedder) = &self.embedder
+        if let Some(embedder) = self.embeddings.provider()
             && let Some(previous) = self.meta("embedding_model")?
             && previous != embedder.id()
         {
@@ -318,23 +312,20 @@ impl MemoryIndex {
                 &self.database,
                 &self.workspace,
                 self.sessions.clone(),
-                self.embedder.clone(),
+                self.embeddings.clone(),
             ) {
                 Ok((index, report)) => {
-                    let reason = std::mem::take(&mut self.keyword_reason);
                     *self = index;
-                    self.keyword_reason = reason;
                     return Ok(report);
                 }
                 Err(IndexError::Embedding(err)) => {
                     // The old index stays, and its vectors are another model's: this search
                     // goes by keyword, and the next one tries the rebuild again.
                     tracing::warn!("{err}; the memory index keeps {previous}'s vectors for now");
-                    self.keyword_reason = format!(
+                    self.embeddings = EmbeddingSetup::KeywordOnly(format!(
                         "the index could not be rebuilt for {}: {err}",
                         embedder.id()
-                    );
-                    self.embedder = None;
+                    ));
                     let mut report = self.sync()?;
                     report.embedding_error = Some(err);
                     return Ok(report);
@@ -435,7 +426,7 @@ impl MemoryIndex {
         )
         .map_err(sql)?;
         tx.commit().map_err(sql)?;
-        if let Some(embedder) = self.embedder.clone() {
+        if let Some(embedder) = self.embeddings.provider() {
             match self.embed_missing(embedder.as_ref(), &mut report) {
                 Ok(()) => {}
                 Err(err) => {
@@ -539,7 +530,7 @@ impl MemoryIndex {
             path: self.database.clone(),
             source,
         };
-        let pool = if self.embedder.is_some() {
+        let pool = if self.embeddings.provider().is_some() {
             options.pool().max(FUSION_POOL)
         } else {
             options.pool()
@@ -564,14 +555,14 @@ impl MemoryIndex {
             }
             None => Vec::new(),
         };
-        let (scored, mode) = match &self.embedder {
-            None => (
+        let (scored, mode) = match &self.embeddings {
+            EmbeddingSetup::KeywordOnly(reason) => (
                 keyword,
                 SearchMode::Keyword {
-                    reason: self.keyword_reason.clone(),
+                    reason: reason.clone(),
                 },
             ),
-            Some(embedder) => match embedder.embed(&[query]) {
+            EmbeddingSetup::Ready(embedder) => match embedder.embed(&[query]) {
                 Ok(vectors) => {
                     let query_vector = vectors.into_iter().next().unwrap_or_default();
                     let similar = self.nearest(embedder.id(), &query_vector, pool)?;

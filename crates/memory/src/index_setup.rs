@@ -20,20 +20,16 @@ impl IndexSetup {
     pub fn open(&self) -> Result<MemoryIndex, IndexError> {
         Ok(MemoryIndex::open(&self.database, &self.workspace)?
             .with_sessions(self.sessions.clone())
-            .with_embeddings(self.embeddings.provider(), self.embeddings.reason()))
+            .with_embeddings(self.embeddings.clone()))
     }
 
     /// [`MemoryIndex::rebuild`] with this setup.
     pub fn rebuild(&self) -> Result<(MemoryIndex, SyncReport), IndexError> {
-        let (index, report) = MemoryIndex::rebuild(
+        MemoryIndex::rebuild(
             &self.database,
             &self.workspace,
             self.sessions.clone(),
-            self.embeddings.provider(),
-        )?;
-        Ok((
-            index.with_embeddings(self.embeddings.provider(), self.embeddings.reason()),
-            report,
-        ))
+            self.embeddings.clone(),
+        )
     }
 }

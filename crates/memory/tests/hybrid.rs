@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use nanocrab_memory::{
-    EmbeddingError, EmbeddingProvider, MemoryIndex, RemoteEmbeddings, SearchMode, SearchOptions,
+    EmbeddingError, EmbeddingProvider, EmbeddingSetup, MemoryIndex, RemoteEmbeddings, SearchMode,
+    SearchOptions,
 };
 use nanocrab_testkit::MockLlm;
 use pretty_assertions::assert_eq;
@@ -115,7 +116,7 @@ fn hybrid_search_finds_by_meaning_what_keywords_miss() {
 
     let mut keyword = MemoryIndex::open(&db, &ws)
         .unwrap()
-        .with_embeddings(None, "no model in this test");
+        .with_embeddings(EmbeddingSetup::KeywordOnly("no model in this test".into()));
     keyword.sync().unwrap();
     let results = keyword
         .search("when is my car checked?", &SearchOptions::new(3))
@@ -130,7 +131,7 @@ fn hybrid_search_finds_by_meaning_what_keywords_miss() {
 
     let mut hybrid = MemoryIndex::open(&db, &ws)
         .unwrap()
-        .with_embeddings(Some(concepts.clone()), "");
+        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
     let report = hybrid.sync().unwrap();
     assert_eq!((report.embedded, report.embedding_error), (3, None));
     let results = hybrid
@@ -169,7 +170,7 @@ fn only_changed_text_is_embedded_again_and_a_rebuild_reuses_vectors() {
     let concepts = Concepts::new("test:concepts");
     let mut index = MemoryIndex::open(&db, &ws)
         .unwrap()
-        .with_embeddings(Some(concepts.clone()), "");
+        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
     index.sync().unwrap();
     assert_eq!(concepts.embedded(), 3);
 
@@ -188,7 +189,8 @@ fn only_changed_text_is_embedded_again_and_a_rebuild_reuses_vectors() {
     assert_eq!((report.changed, report.added, report.embedded), (1, 1, 1));
     assert_eq!(concepts.embedded(), 4);
 
-    let (rebuilt, report) = MemoryIndex::rebuild(&db, &ws, None, Some(concepts.clone())).unwrap();
+    let (rebuilt, report) =
+        MemoryIndex::rebuild(&db, &ws, None, EmbeddingSetup::Ready(concepts.clone())).unwrap();
     assert_eq!((report.chunks, report.embedded), (4, 0));
     assert_eq!(concepts.embedded(), 4);
     assert_eq!(rebuilt.status().unwrap().embedded_chunks, 4);
@@ -210,7 +212,7 @@ fn an_embedding_failure_leaves_keyword_search_and_the_next_sync_finishes_the_job
     concepts.fail_after.store(32, Ordering::SeqCst);
     let mut index = MemoryIndex::open(&db, &ws)
         .unwrap()
-        .with_embeddings(Some(concepts.clone()), "");
+        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
     let report = index.sync().unwrap();
     assert_eq!(report.chunks, 43);
     // The batch that went through is kept.
@@ -253,7 +255,7 @@ fn a_new_model_rebuilds_the_index_and_a_failed_rebuild_keeps_the_old_one() {
     let old = Concepts::new("test:old");
     MemoryIndex::open(&db, &ws)
         .unwrap()
-        .with_embeddings(Some(old.clone()), "")
+        .with_embeddings(EmbeddingSetup::Ready(old.clone()))
         .sync()
         .unwrap();
 
@@ -261,7 +263,7 @@ fn a_new_model_rebuilds_the_index_and_a_failed_rebuild_keeps_the_old_one() {
     new.fail_after.store(0, Ordering::SeqCst);
     let mut index = MemoryIndex::open(&db, &ws)
         .unwrap()
-        .with_embeddings(Some(new.clone()), "");
+        .with_embeddings(EmbeddingSetup::Ready(new.clone()));
     let report = index.sync().unwrap();
     assert!(report.embedding_error.is_some(), "{report:?}");
     let status = index.status().unwrap();
@@ -286,7 +288,7 @@ fn a_new_model_rebuilds_the_index_and_a_failed_rebuild_keeps_the_old_one() {
     new.fail_after.store(usize::MAX, Ordering::SeqCst);
     let mut index = MemoryIndex::open(&db, &ws)
         .unwrap()
-        .with_embeddings(Some(new.clone()), "");
+        .with_embeddings(EmbeddingSetup::Ready(new.clone()));
     let report = index.sync().unwrap();
     assert_eq!((report.embedded, report.embedding_error), (3, None));
     let status = index.status().unwrap();
@@ -353,7 +355,7 @@ fn remote_embeddings_speak_the_openai_wire_and_never_echo_the_key() {
     let ws = workspace(dir.path());
     let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &ws)
         .unwrap()
-        .with_embeddings(Some(Arc::new(remote)), "");
+        .with_embeddings(EmbeddingSetup::Ready(Arc::new(remote)));
     assert_eq!(index.sync().unwrap().embedded, 3);
     let results = index
         .search("sourdough loaf", &SearchOptions::new(1))

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use nanocrab_memory::{MemoryIndex, SearchHit, SearchOptions, SyncReport};
+use nanocrab_memory::{EmbeddingSetup, MemoryIndex, SearchHit, SearchOptions, SyncReport};
 use pretty_assertions::assert_eq;
 
 fn write(workspace: &Path, path: &str, content: impl AsRef<[u8]>) {
@@ -212,7 +212,7 @@ fn a_damaged_index_is_rebuilt_from_the_files_and_a_rebuild_replaces_it_whole() {
     drop(index);
 
     write(&ws, "memory/MEMORY.md", "# People\n- Ada moved to Porto.\n");
-    let (index, report) = MemoryIndex::rebuild(&db, &ws, None, None).unwrap();
+    let (index, report) = MemoryIndex::rebuild(&db, &ws, None, EmbeddingSetup::default()).unwrap();
     assert_eq!(counts(&report), (4, 4, 0, 0));
     assert!(
         index

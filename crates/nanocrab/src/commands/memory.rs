@@ -1,6 +1,6 @@
 //! `nanocrab memory search | index | status`.
 
-use nanocrab_memory::{SearchMode, SearchOptions};
+use nanocrab_memory::{EmbeddingSetup, SearchMode, SearchOptions};
 
 use super::Env;
 use crate::cli::MemoryCommand;
@@ -83,8 +83,8 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
                 "last sync  {}",
                 status.last_sync.as_deref().unwrap_or("never")
             );
-            match setup.embeddings.provider() {
-                Some(provider) => {
+            match &setup.embeddings {
+                EmbeddingSetup::Ready(provider) => {
                     println!(
                         "search     hybrid: keyword (BM25) and meaning ({}), fused by {}",
                         provider.id(),
@@ -104,10 +104,9 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
                         }
                     );
                 }
-                None => println!(
-                    "search     keyword only (BM25): {}",
-                    setup.embeddings.reason()
-                ),
+                EmbeddingSetup::KeywordOnly(reason) => {
+                    println!("search     keyword only (BM25): {reason}")
+                }
             }
         }
     }
