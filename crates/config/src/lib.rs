@@ -1,14 +1,18 @@
 //! nanocrab's configuration: the types of `config.json`, loading with validation, migration
 //! and `${ENV}` placeholders, the default file, the JSON Schema, and where files live.
 
+mod channels;
 mod error;
 mod load;
 mod paths;
+mod routing;
 mod types;
 mod write;
 
+pub use channels::*;
 pub use error::ConfigError;
 pub use load::{Loaded, did_you_mean, load, migrate, parse};
 pub use paths::{Paths, expand_home};
+pub use routing::*;
 pub use types::*;
 pub use write::{WriteOutcome, json_schema, write_default_config};

@@ -3,6 +3,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::error::ConfigError;
+use crate::routing::DEFAULT_AGENT_ID;
 use crate::types::{CONFIG_VERSION, Config};
 
 /// A loaded configuration and whether it came from a file.
@@ -249,13 +250,28 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
     }
     // A bare name (`claude-sonnet-4-5`) is allowed: the provider registry recognises the
     // usual model families, as nanobot does.
-    let models = std::iter::once(("agents.defaults.model".to_owned(), &defaults.model)).chain(
-        defaults
-            .fallback_models
+    let entry_models = config.agents.entries.iter().flat_map(|(id, entry)| {
+        let model = entry
+            .model
             .iter()
-            .enumerate()
-            .map(|(i, m)| (format!("agents.defaults.fallbackModels.{i}"), m)),
-    );
+            .map(move |m| (format!("agents.entries.{id}.model"), m));
+        let fallbacks = entry.fallback_models.iter().flat_map(move |models| {
+            models
+                .iter()
+                .enumerate()
+                .map(move |(i, m)| (format!("agents.entries.{id}.fallbackModels.{i}"), m))
+        });
+        model.chain(fallbacks)
+    });
+    let models = std::iter::once(("agents.defaults.model".to_owned(), &defaults.model))
+        .chain(
+            defaults
+                .fallback_models
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (format!("agents.defaults.fallbackModels.{i}"), m)),
+        )
+        .chain(entry_models);
     for (key, model) in models {
         let well_formed = match model.split_once('/') {
             Some((provider, name)) => !provider.is_empty() && !name.is_empty(),
@@ -316,6 +332,7 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
             "0 is too small; allowed: at least 1 (seconds)".to_owned(),
         ));
     }
+    validate_routing(config).map_err(|(key, message)| invalid(&key, message))?;
     for (name, provider) in &config.providers {
         if let Some(base) = &provider.api_base
             && !(base.starts_with("http://") || base.starts_with("https://"))
@@ -346,6 +363,86 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
                     ));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Agents, bindings, identity links and the gateway's limits; an error is the key and why.
+fn validate_routing(config: &Config) -> Result<(), (String, String)> {
+    for (id, entry) in &config.agents.entries {
+        let key = format!("agents.entries.{id}");
+        if id == DEFAULT_AGENT_ID || id == "nanocrab" {
+            return Err((
+                key,
+                format!("`{id}` names the default agent (agents.defaults); pick another id"),
+            ));
+        }
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        {
+            return Err((
+                key,
+                "an agent id is letters, digits, `_` and `-`".to_owned(),
+            ));
+        }
+        if let Some(t) = entry.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err((
+                format!("{key}.temperature"),
+                format!("{t} is out of range; allowed: 0 to 2"),
+            ));
+        }
+    }
+    for (i, binding) in config.bindings.iter().enumerate() {
+        if binding.agent_id != DEFAULT_AGENT_ID
+            && !config.agents.entries.contains_key(&binding.agent_id)
+        {
+            let known: Vec<&str> = std::iter::once(DEFAULT_AGENT_ID)
+                .chain(config.agents.entries.keys().map(String::as_str))
+                .collect();
+            return Err((
+                format!("bindings.{i}.agentId"),
+                format!(
+                    "no agent `{}`; known: {}",
+                    binding.agent_id,
+                    known.join(", ")
+                ),
+            ));
+        }
+        if binding.matches.channel.is_empty() {
+            return Err((
+                format!("bindings.{i}.match.channel"),
+                "names the channel the binding applies to (e.g. telegram)".to_owned(),
+            ));
+        }
+    }
+    for (person, identities) in &config.session.identity_links {
+        for (i, identity) in identities.iter().enumerate() {
+            if !matches!(identity.split_once(':'), Some((channel, id)) if !channel.is_empty() && !id.is_empty())
+            {
+                return Err((
+                    format!("session.identityLinks.{person}.{i}"),
+                    format!("{identity:?} is not `channel:id` (e.g. telegram:123456789)"),
+                ));
+            }
+        }
+    }
+    for (key, value) in [
+        (
+            "gateway.maxConcurrentTurns",
+            config.gateway.max_concurrent_turns,
+        ),
+        ("gateway.queue.cap", config.gateway.queue.cap),
+    ] {
+        if value == 0 {
+            return Err((
+                key.to_owned(),
+                "0 is too small; allowed: at least 1".to_owned(),
+            ));
         }
     }
     Ok(())
@@ -422,6 +519,62 @@ mod tests {
         assert_eq!(
             error(r#"{"version": 9}"#),
             "/h/config.json: config version 9 is newer than this nanocrab understands (up to 1): upgrade nanocrab"
+        );
+    }
+
+    #[test]
+    fn agents_bindings_and_channels_are_checked_by_key() {
+        let errors: Vec<String> = [
+            r#"{"agents": {"entries": {"main": {}}}}"#,
+            r#"{"agents": {"entries": {"work bot": {}}}}"#,
+            r#"{"agents": {"entries": {"work": {"model": "openai/"}}}}"#,
+            r#"{"agents": {"entries": {"work": {}}}, "bindings": [{"agentId": "wrok", "match": {"channel": "telegram"}}]}"#,
+            r#"{"bindings": [{"agentId": "main", "match": {"channel": ""}}]}"#,
+            r#"{"session": {"identityLinks": {"alice": ["telegram:1", "222"]}}}"#,
+            r#"{"session": {"dmScope": "per-chat"}}"#,
+            r#"{"gateway": {"queue": {"cap": 0}}}"#,
+            r#"{"channels": {"telegram": {"dmPolicy": "everyone"}}}"#,
+            r#"{"channels": {"telegram": {"requireMentoin": false}}}"#,
+        ]
+        .iter()
+        .map(|text| error(text))
+        .collect();
+        assert_eq!(
+            errors,
+            [
+                "/h/config.json: `agents.entries.main`: `main` names the default agent (agents.defaults); pick another id",
+                "/h/config.json: `agents.entries.work bot`: an agent id is letters, digits, `_` and `-`",
+                "/h/config.json: `agents.entries.work.model`: \"openai/\" is not a model name; use provider/model (e.g. anthropic/claude-sonnet-4-5, openai/gpt-4.1, custom/qwen3)",
+                "/h/config.json: `bindings.0.agentId`: no agent `wrok`; known: main, work",
+                "/h/config.json: `bindings.0.match.channel`: names the channel the binding applies to (e.g. telegram)",
+                "/h/config.json: `session.identityLinks.alice.1`: \"222\" is not `channel:id` (e.g. telegram:123456789)",
+                "/h/config.json: `session.dmScope`: unknown value; allowed: main, per-peer, per-channel-peer",
+                "/h/config.json: `gateway.queue.cap`: 0 is too small; allowed: at least 1",
+                "/h/config.json: `channels.telegram.dmPolicy`: unknown value; allowed: pairing, allowlist, open, disabled",
+                "/h/config.json: unknown key `channels.telegram.requireMentoin`: did you mean `requireMention`?",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_nanobot_channels_section_loads() {
+        let text = r#"{"channels": {
+            "telegram": {"enabled": true, "token": "123:abc", "allowFrom": ["42"], "proxy": null},
+            "discord": {"enabled": false, "token": "", "allowFrom": []}
+        }}"#;
+        let config = parse(Path::new("/h/config.json"), text, &no_env).unwrap();
+        let telegram = config.channels.telegram.unwrap();
+        assert_eq!(
+            (
+                telegram.token.as_str(),
+                telegram.allow_from,
+                telegram.dm_policy
+            ),
+            ("123:abc", vec!["42".to_owned()], crate::DmPolicy::Pairing)
+        );
+        assert_eq!(
+            config.channels.other.keys().collect::<Vec<_>>(),
+            ["discord"]
         );
     }
 

@@ -7,6 +7,9 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::channels::ChannelsConfig;
+use crate::routing::{Binding, SessionConfig};
+
 /// The version this build writes and reads natively; older files are migrated on load.
 pub const CONFIG_VERSION: u32 = 1;
 
@@ -23,9 +26,15 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     #[serde(default)]
     pub tools: ToolsConfig,
-    /// Chat-platform channels; filled by the gateway.
+    /// Chat platforms the gateway connects.
     #[serde(default)]
-    pub channels: BTreeMap<String, serde_json::Value>,
+    pub channels: ChannelsConfig,
+    /// How messages from chats become conversations.
+    #[serde(default)]
+    pub session: SessionConfig,
+    /// Which agent answers which chats; without a match, the default agent (`main`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bindings: Vec<Binding>,
     #[serde(default)]
     pub gateway: GatewayConfig,
     #[serde(default)]
@@ -41,7 +50,9 @@ impl Default for Config {
             agents: AgentsConfig::default(),
             providers: BTreeMap::new(),
             tools: ToolsConfig::default(),
-            channels: BTreeMap::new(),
+            channels: ChannelsConfig::default(),
+            session: SessionConfig::default(),
+            bindings: Vec::new(),
             gateway: GatewayConfig::default(),
             memory: MemoryConfig::default(),
             models: ModelsConfig::default(),
@@ -183,8 +194,37 @@ fn default_version() -> u32 {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentsConfig {
+    /// The default agent (`main`), and what every entry does not set itself.
     #[serde(default)]
     pub defaults: AgentDefaults,
+    /// Further agents by id, each with its own workspace; chats reach them by `bindings`,
+    /// and the OpenAI-compatible API by `model`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub entries: BTreeMap<String, AgentEntry>,
+}
+
+/// An agent besides the default one. Unset keys take `agents.defaults`' value; `tools`
+/// replaces the top-level `tools` section as a whole.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentEntry {
+    /// Its home directory; `~` is expanded. Default: `$NANOCRAB_HOME/workspace-<id>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_models: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_iterations: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolsConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -403,10 +443,21 @@ pub enum ExecMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GatewayConfig {
+    /// The address the HTTP server binds. Anything but loopback needs `auth.token`.
     #[serde(default = "default_gateway_host")]
     pub host: String,
     #[serde(default = "default_gateway_port")]
     pub port: u16,
+    #[serde(default)]
+    pub auth: GatewayAuth,
+    /// Turns running at once across all sessions; more wait their turn.
+    #[serde(default = "default_max_concurrent_turns")]
+    pub max_concurrent_turns: u32,
+    #[serde(default)]
+    pub queue: QueueConfig,
+    /// Seconds a shutdown waits for running turns before leaving them to the next start.
+    #[serde(default = "default_shutdown_grace")]
+    pub shutdown_grace: u64,
 }
 
 impl Default for GatewayConfig {
@@ -414,8 +465,61 @@ impl Default for GatewayConfig {
         Self {
             host: default_gateway_host(),
             port: default_gateway_port(),
+            auth: GatewayAuth::default(),
+            max_concurrent_turns: default_max_concurrent_turns(),
+            queue: QueueConfig::default(),
+            shutdown_grace: default_shutdown_grace(),
         }
     }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayAuth {
+    /// The Bearer token `/status` and `/v1/*` require; `${NANOCRAB_GATEWAY_TOKEN}` keeps it
+    /// out of the file. Without it only loopback may call them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+/// What happens to messages that arrive while their session is answering an earlier one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QueueConfig {
+    #[serde(default)]
+    pub mode: QueueMode,
+    /// Messages one session may have waiting; more are refused with a reply saying so.
+    #[serde(default = "default_queue_cap")]
+    pub cap: u32,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            mode: QueueMode::default(),
+            cap: default_queue_cap(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum QueueMode {
+    /// Everything that arrived during a turn is answered together in one next turn.
+    #[default]
+    Collect,
+    /// Each waiting message gets a turn of its own, in order.
+    Followup,
+}
+
+fn default_max_concurrent_turns() -> u32 {
+    8
+}
+fn default_queue_cap() -> u32 {
+    20
+}
+fn default_shutdown_grace() -> u64 {
+    30
 }
 
 fn default_gateway_host() -> String {

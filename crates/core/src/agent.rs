@@ -37,6 +37,8 @@ pub struct AgentSettings {
 pub struct UserInput {
     pub text: String,
     pub images: Vec<Image>,
+    /// The chat it came from, told to the model; `None` for the CLI.
+    pub channel: Option<ChannelInfo>,
 }
 
 impl From<&str> for UserInput {
@@ -44,6 +46,7 @@ impl From<&str> for UserInput {
         Self {
             text: text.to_owned(),
             images: Vec::new(),
+            channel: None,
         }
     }
 }
@@ -82,7 +85,6 @@ pub struct Agent {
     store: SessionStore,
     context: ContextBuilder,
     settings: AgentSettings,
-    channel: Option<ChannelInfo>,
     memory: Option<MemoryRetrieval>,
     consolidation: Option<Consolidation>,
     /// Sessions being consolidated now: one run per session at a time.
@@ -103,7 +105,6 @@ impl Agent {
             store,
             context,
             settings,
-            channel: None,
             memory: None,
             consolidation: None,
             consolidating: std::sync::Mutex::default(),
@@ -377,11 +378,6 @@ impl Agent {
         self
     }
 
-    pub fn with_channel(mut self, channel: ChannelInfo) -> Self {
-        self.channel = Some(channel);
-        self
-    }
-
     pub fn store(&self) -> &SessionStore {
         &self.store
     }
@@ -441,6 +437,7 @@ impl Agent {
             },
             (Some(_) | None, _) => None,
         };
+        let channel = input.channel.clone();
         let user = input.message();
         self.store.append(key, &[SessionEntry::now(user.clone())])?;
         history.push(user);
@@ -454,7 +451,7 @@ impl Agent {
         };
         let system = self.context.clone().with_memory_by_retrieval(rag).build(
             &tool_names,
-            self.channel.as_ref(),
+            channel.as_ref(),
             &RuntimeInfo::current(),
         );
         // What is left of the context window for history once the prompt, the tool schemas

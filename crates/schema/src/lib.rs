@@ -5,6 +5,7 @@
 //! adapter translates to and from its own wire format, the tool-calling types, the
 //! [`AgentEvent`] stream a run emits, and the ids that tie a run together.
 
+mod channel_message;
 mod event;
 mod ids;
 mod message;
@@ -12,6 +13,9 @@ mod session_key;
 mod tool;
 mod usage;
 
+pub use channel_message::{
+    ChatRef, ChatType, InboundMessage, Media, MediaKind, OutboundMessage, ReplyTo, Sender,
+};
 pub use event::{AgentEvent, RetrievedSource};
 pub use ids::{RunId, StepId, TaskId, TraceId};
 pub use message::{ContentBlock, Image, LlmMessage, Role, StopReason};

@@ -30,7 +30,11 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
     match args.message {
         Some(text) => {
             let mut printer = EventPrinter::new(std::io::stdout().is_terminal());
-            let input = UserInput { text, images };
+            let input = UserInput {
+                text,
+                images,
+                channel: None,
+            };
             runtime.block_on(agent.run_turn(&key, input, &mut |event| printer.print(event)))?;
             runtime.block_on(consolidate(&agent, &key));
             Ok(())

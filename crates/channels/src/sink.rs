@@ -1,0 +1,103 @@
+//! The hand-over of inbound messages from an adapter to the gateway.
+//!
+//! A platform forgets a message once the adapter confirms it (Telegram's `getUpdates`
+//! offset), so an adapter confirms only what the gateway has accepted: [`InboundSink::deliver`]
+//! returns once the gateway has journaled the message, and the bounded queue makes a busy
+//! gateway slow the adapter down instead of piling messages up in memory.
+
+use nanocrab_schema::InboundMessage;
+use tokio::sync::{mpsc, oneshot};
+
+/// One message on its way to the gateway, with the receipt the adapter waits for.
+#[derive(Debug)]
+pub struct Delivery {
+    pub message: InboundMessage,
+    receipt: oneshot::Sender<()>,
+}
+
+impl Delivery {
+    /// Tells the adapter the message is safe (journaled or deliberately dropped), so it may
+    /// confirm it to the platform.
+    pub fn accept(self) {
+        // The adapter may have stopped waiting (shutdown); the message is handled anyway.
+        let _ = self.receipt.send(());
+    }
+}
+
+/// The adapter's end of the inbound queue.
+#[derive(Debug, Clone)]
+pub struct InboundSink {
+    queue: mpsc::Sender<Delivery>,
+}
+
+/// The gateway stopped taking messages (it is shutting down); the message was not accepted
+/// and the platform will deliver it again on the next start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the gateway is no longer accepting messages")]
+pub struct SinkClosed;
+
+impl InboundSink {
+    /// Hands `message` over and waits until the gateway has accepted it.
+    pub async fn deliver(&self, message: InboundMessage) -> Result<(), SinkClosed> {
+        let (receipt, accepted) = oneshot::channel();
+        self.queue
+            .send(Delivery { message, receipt })
+            .await
+            .map_err(|_| SinkClosed)?;
+        accepted.await.map_err(|_| SinkClosed)
+    }
+}
+
+/// A queue holding at most `capacity` messages not yet taken by the gateway.
+pub fn inbound_queue(capacity: usize) -> (InboundSink, mpsc::Receiver<Delivery>) {
+    let (queue, receiver) = mpsc::channel(capacity.max(1));
+    (InboundSink { queue }, receiver)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nanocrab_schema::{ChatType, Sender};
+
+    fn message() -> InboundMessage {
+        InboundMessage {
+            channel: "telegram".to_owned(),
+            account: "default".to_owned(),
+            message_id: "1".to_owned(),
+            chat_id: "42".to_owned(),
+            chat_type: ChatType::Dm,
+            chat_title: None,
+            thread_id: None,
+            sender: Sender {
+                id: "42".to_owned(),
+                ..Sender::default()
+            },
+            text: "hi".to_owned(),
+            reply_to: None,
+            mentions: Vec::new(),
+            mentions_bot: false,
+            media: Vec::new(),
+            timestamp: 0,
+            edited: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn deliver_returns_only_once_the_gateway_accepts() {
+        let (sink, mut queue) = inbound_queue(1);
+        let sent = tokio::spawn(async move { sink.deliver(message()).await });
+        let delivery = queue.recv().await.unwrap();
+        assert!(!sent.is_finished());
+        assert_eq!(delivery.message, message());
+        delivery.accept();
+        assert_eq!(sent.await.unwrap(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_delivery_is_not_accepted() {
+        let (sink, mut queue) = inbound_queue(1);
+        let sent = tokio::spawn(async move { sink.deliver(message()).await });
+        drop(queue.recv().await.unwrap());
+        assert_eq!(sent.await.unwrap(), Err(SinkClosed));
+    }
+}

@@ -1,0 +1,135 @@
+//! `channels.*`: the chat platforms the gateway connects, and who may talk through them.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One section per platform. Platforms this build does not know (a nanobot file's
+/// `discord`, `feishu`, ...) are kept as they are and reported by the gateway, so a copied
+/// nanobot config still loads.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelsConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telegram: Option<TelegramConfig>,
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+/// A Telegram bot, over the Bot API with long polling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TelegramConfig {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The token BotFather gave; `${TELEGRAM_BOT_TOKEN}` keeps it out of the file. Falls back
+    /// to the `TELEGRAM_BOT_TOKEN` environment variable when empty.
+    #[serde(default, alias = "botToken")]
+    pub token: String,
+    /// The Bot API's address; change it for a local Bot API server or a test double.
+    #[serde(default = "default_telegram_api_base")]
+    pub api_base: String,
+    /// An HTTP(S) proxy for reaching the Bot API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
+    /// Senders always allowed, in DMs and in allowed groups: user ids, or `@username`.
+    /// When set, only they (and approved pairings) may talk in DMs, whatever `dmPolicy` says.
+    #[serde(default)]
+    pub allow_from: Vec<String>,
+    /// Direct messages from senders not in `allowFrom`.
+    #[serde(default)]
+    pub dm_policy: DmPolicy,
+    /// Group chats: `allowlist` (only those listed in `groups`), `open` or `disabled`.
+    #[serde(default)]
+    pub group_policy: GroupPolicy,
+    /// Groups by chat id; `*` applies to every group not listed.
+    #[serde(default)]
+    pub groups: BTreeMap<String, GroupConfig>,
+    /// In groups, only messages that @mention the bot or reply to it reach the model.
+    #[serde(default = "default_true")]
+    pub require_mention: bool,
+    /// Seconds one `getUpdates` long poll waits for news before returning empty.
+    #[serde(default = "default_poll_timeout")]
+    pub poll_timeout: u32,
+    /// What an edited message does: `ignore` (default) or `respond` (answered as a new
+    /// message marked as an edit).
+    #[serde(default)]
+    pub edited_messages: EditedMessages,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            token: String::new(),
+            api_base: default_telegram_api_base(),
+            proxy: None,
+            allow_from: Vec::new(),
+            dm_policy: DmPolicy::default(),
+            group_policy: GroupPolicy::default(),
+            groups: BTreeMap::new(),
+            require_mention: true,
+            poll_timeout: default_poll_timeout(),
+            edited_messages: EditedMessages::default(),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_telegram_api_base() -> String {
+    "https://api.telegram.org".to_owned()
+}
+fn default_poll_timeout() -> u32 {
+    30
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum EditedMessages {
+    /// The first version was already answered; an edit changes nothing.
+    #[default]
+    Ignore,
+    /// The edited text is answered as a new message that says it is an edit.
+    Respond,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum DmPolicy {
+    /// An unknown sender gets a one-time code; `nanocrab pairing approve CODE` lets them in.
+    #[default]
+    Pairing,
+    /// Only `allowFrom` and approved pairings.
+    Allowlist,
+    /// Anyone may talk to the bot.
+    Open,
+    /// No direct messages at all.
+    Disabled,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum GroupPolicy {
+    /// Only the groups listed in `groups`.
+    #[default]
+    Allowlist,
+    /// Any group the bot is added to.
+    Open,
+    /// No group messages at all.
+    Disabled,
+}
+
+/// Settings of one group.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GroupConfig {
+    /// Overrides the channel's `requireMention` in this group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_mention: Option<bool>,
+    /// When set, only these senders (ids or `@username`) are answered in this group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_from: Vec<String>,
+}

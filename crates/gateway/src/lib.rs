@@ -1,0 +1,2 @@
+//! The long-running side of nanocrab: channels in, turns run per session, answers out, and
+//! the HTTP server.
