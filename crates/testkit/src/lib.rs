@@ -44,6 +44,9 @@
 //!   shape; [`Reply::status`] sends anything else; [`Reply::stream_error_after`] fails inside
 //!   a 200 stream.
 //! - [`Reply::fixture`] replays a recorded file from `shared/fixtures/`.
+//! - [`Reply::echo`] answers `echo: <the last user message>`: as the fallback, it lets
+//!   concurrent conversations each get their own answer; [`MockLlm::peak_concurrency`] tells
+//!   how many requests were open at once.
 //! - An empty script answers HTTP 500 `mock LLM: no scripted reply left for request N`, so a
 //!   test fails at once instead of hanging; every request is recorded all the same.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test infrastructure: a panic is the report

@@ -59,6 +59,8 @@ enum Body {
         body: Value,
     },
     Fixture(String),
+    /// `echo: ` and the text of the request's last user message.
+    Echo,
 }
 
 /// What the mock answers to one request. The same reply is rendered as Anthropic Messages,
@@ -289,6 +291,18 @@ impl Reply {
         }
     }
 
+    /// A text answer `echo: <text>`, `<text>` being the text of the request's last user
+    /// message (its text parts joined by newlines; messages holding only tool results are
+    /// passed over). Meant for [`MockLlm::set_fallback`](crate::MockLlm::set_fallback) when
+    /// conversations run concurrently, where a first-in-first-out script cannot say which
+    /// request gets which reply.
+    pub fn echo() -> Self {
+        Self {
+            body: Body::Echo,
+            ..Self::parts(Vec::new())
+        }
+    }
+
     /// Waits this long before answering (before the status line).
     pub fn with_delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
@@ -415,6 +429,16 @@ impl Reply {
             (Body::Error(api_error), _) => error(*api_error, endpoint),
             (Body::Status { status, body }, _) => json(*status, body),
             (Body::Fixture(path), _) => fixture(path, endpoint),
+            // Re-cut below, with the rest.
+            (Body::Echo, _) => Self {
+                body: Body::Answer(vec![Part::Text(format!(
+                    "echo: {}",
+                    last_user_text(endpoint, request)
+                ))]),
+                chunk_size: None,
+                ..self.clone()
+            }
+            .render(endpoint, request),
         };
         match self.chunk_size {
             Some(size) => Rendered {
@@ -429,6 +453,39 @@ impl Reply {
             None => rendered,
         }
     }
+}
+
+/// The text of the last user message of `request` that has any, in the layout of `endpoint`.
+fn last_user_text(endpoint: Endpoint, request: &Value) -> String {
+    let (list, content) = match endpoint {
+        Endpoint::AnthropicMessages | Endpoint::OpenAiChat => ("messages", "content"),
+        Endpoint::OpenAiResponses => ("input", "content"),
+        Endpoint::Gemini => ("contents", "parts"),
+    };
+    if let Value::String(text) = &request[list] {
+        return text.clone();
+    }
+    let messages = request[list]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    messages
+        .iter()
+        .rev()
+        .filter(|message| message["role"] == "user")
+        .map(|message| match &message[content] {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                // Text blocks are typed `text` or `input_text`; Gemini's parts are untyped.
+                .filter(|part| matches!(part["type"].as_str(), None | Some("text" | "input_text")))
+                .filter_map(|part| part["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        })
+        .find(|text| !text.is_empty())
+        .unwrap_or_default()
 }
 
 fn sse(events: Vec<String>) -> Rendered {

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -35,6 +36,26 @@ struct Script {
     /// Answers every request once the queue is empty (benchmarks).
     fallback: Mutex<Option<Reply>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// Model requests being answered now, and the most there ever were at once.
+    in_flight: AtomicUsize,
+    peak_in_flight: AtomicUsize,
+}
+
+/// Counts a model request as being answered until dropped.
+struct InFlight<'a>(&'a Script);
+
+impl<'a> InFlight<'a> {
+    fn enter(script: &'a Script) -> Self {
+        let now = script.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        script.peak_in_flight.fetch_max(now, Ordering::SeqCst);
+        Self(script)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A mock LLM on 127.0.0.1 speaking Anthropic Messages (`POST /v1/messages`), OpenAI Chat
@@ -133,6 +154,13 @@ impl MockLlm {
         lock(&self.script.requests).clone()
     }
 
+    /// The most model requests (not embeddings) the mock was answering at once, each counted
+    /// from its arrival until its reply starts, the reply's delay included: with
+    /// [`Reply::with_delay`], how many calls a client had open concurrently.
+    pub fn peak_concurrency(&self) -> usize {
+        self.script.peak_in_flight.load(Ordering::SeqCst)
+    }
+
     /// How many queued replies have not been used yet.
     pub fn pending(&self) -> usize {
         lock(&self.script.replies).len()
@@ -210,6 +238,7 @@ async fn answer(
                 .into_response();
         }
     };
+    let _in_flight = InFlight::enter(&script);
     let reply = lock(&script.replies)
         .pop_front()
         .or_else(|| lock(&script.fallback).clone());

@@ -796,3 +796,87 @@ fn spawn_serves_synchronous_tests_and_stops_with_its_last_handle() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[tokio::test]
+async fn echo_answers_the_last_user_text_on_every_endpoint() {
+    let mock = MockLlm::start().await;
+    mock.set_fallback(Reply::echo());
+    // Each conversation ends with a tool result, which is no user text: the echo is of the
+    // message before it.
+    let conversations = [
+        (
+            Wire::Anthropic,
+            json!({"model": "m", "max_tokens": 64, "messages": [
+                {"role": "user", "content": "first"},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": [{"type": "text", "text": "second"},
+                                             {"type": "text", "text": "line"}]},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "t", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "42"}]}]}),
+        ),
+        (
+            Wire::OpenAi,
+            json!({"model": "m", "messages": [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": [{"type": "text", "text": "second"},
+                                             {"type": "text", "text": "line"}]},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "42"}]}),
+        ),
+        (
+            Wire::Responses,
+            json!({"model": "m", "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": "second"},
+                                             {"type": "input_text", "text": "line"}]},
+                {"type": "function_call", "call_id": "c1", "name": "t", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "42"}]}),
+        ),
+        (
+            Wire::Gemini,
+            json!({"contents": [
+                {"role": "user", "parts": [{"text": "second"}, {"text": "line"}]},
+                {"role": "model", "parts": [{"functionCall": {"name": "t", "args": {}}}]},
+                {"role": "user", "parts": [{"functionResponse": {"name": "t", "response": {}}}]}]}),
+        ),
+    ];
+    let mut answers = Vec::new();
+    for (wire, request) in conversations {
+        let answer = post(&wire.url(&mock, false), &request).await;
+        let body: Value = serde_json::from_str(&answer.body).unwrap();
+        let text = match wire {
+            Wire::Anthropic => &body["content"][0]["text"],
+            Wire::OpenAi => &body["choices"][0]["message"]["content"],
+            Wire::Responses => &body["output"][0]["content"][0]["text"],
+            Wire::Gemini => &body["candidates"][0]["content"]["parts"][0]["text"],
+        };
+        answers.push((wire.name(), answer.status, text.clone()));
+    }
+    let expected: Vec<_> = ["anthropic", "openai", "responses", "gemini"]
+        .into_iter()
+        .map(|name| (name, 200, json!("echo: second\nline")))
+        .collect();
+    assert_eq!(answers, expected);
+
+    // A Responses input given as one string is the user's text.
+    let answer = post(
+        &Wire::Responses.url(&mock, true),
+        &json!({"model": "m", "stream": true, "input": "just this"}),
+    )
+    .await;
+    assert_eq!(
+        assemble(Wire::Responses, &answer.body),
+        ("echo: just this".to_owned(), vec![])
+    );
+}
+
+#[tokio::test]
+async fn peak_concurrency_counts_the_requests_open_at_once() {
+    let mock = MockLlm::start().await;
+    mock.set_fallback(Reply::text("hi").with_delay(Duration::from_millis(300)));
+    let url = Wire::Anthropic.url(&mock, false);
+    let request = Wire::Anthropic.request(false);
+    tokio::join!(post(&url, &request), post(&url, &request));
+    post(&url, &request).await;
+    assert_eq!(mock.peak_concurrency(), 2);
+}
