@@ -1,2 +1,11 @@
 //! The long-running side of nanocrab: channels in, turns run per session, answers out, and
 //! the HTTP server.
+
+mod access;
+mod pairing;
+
+pub use access::{Access, AccessDecision, AccessError, AccessRules};
+pub use pairing::{
+    ApprovedSender, CODE_LIFETIME_SECS, MAX_PENDING_PER_CHANNEL, PairingError, PairingOutcome,
+    PairingRequest, PairingStore,
+};

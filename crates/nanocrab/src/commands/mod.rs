@@ -5,6 +5,7 @@ pub mod agent;
 pub mod memory;
 pub mod models;
 pub mod onboard;
+pub mod pairing;
 pub mod sessions;
 pub mod status;
 pub mod usage;
