@@ -203,6 +203,39 @@ pub struct AgentsConfig {
     pub entries: BTreeMap<String, AgentEntry>,
 }
 
+impl AgentsConfig {
+    /// The settings of agent `id` (`main` for the default one): its entry's keys over
+    /// `defaults`. The workspace is left unset when the entry does not name one, since its
+    /// default (`workspace-<id>`) depends on the home directory.
+    pub fn settings(&self, id: &str) -> Option<AgentDefaults> {
+        if id == crate::routing::DEFAULT_AGENT_ID {
+            return Some(self.defaults.clone());
+        }
+        let entry = self.entries.get(id)?;
+        let d = &self.defaults;
+        Some(AgentDefaults {
+            workspace: entry.workspace.clone(),
+            model: entry.model.clone().unwrap_or_else(|| d.model.clone()),
+            max_tokens: entry.max_tokens.unwrap_or(d.max_tokens),
+            temperature: entry.temperature.unwrap_or(d.temperature),
+            max_tool_iterations: entry.max_tool_iterations.unwrap_or(d.max_tool_iterations),
+            context_window_tokens: entry
+                .context_window_tokens
+                .unwrap_or(d.context_window_tokens),
+            fallback_models: entry
+                .fallback_models
+                .clone()
+                .unwrap_or_else(|| d.fallback_models.clone()),
+        })
+    }
+
+    /// Every agent id, the default one first.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(crate::routing::DEFAULT_AGENT_ID)
+            .chain(self.entries.keys().map(String::as_str))
+    }
+}
+
 /// An agent besides the default one. Unset keys take `agents.defaults`' value; `tools`
 /// replaces the top-level `tools` section as a whole.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -44,6 +44,11 @@ pub enum Command {
         #[command(subcommand)]
         command: ModelsCommand,
     },
+    /// Let people in who asked through a channel (dmPolicy "pairing"), or take them out.
+    Pairing {
+        #[command(subcommand)]
+        command: PairingCommand,
+    },
     /// Config file helpers.
     Config {
         #[command(subcommand)]
@@ -152,6 +157,21 @@ pub enum ModelsCommand {
     },
     /// Delete an installed model.
     Remove { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PairingCommand {
+    /// Requests waiting for approval, and who is approved.
+    List,
+    /// Let the sender of the request with this code talk to the agent.
+    Approve { code: String },
+    /// Take an approval back.
+    Revoke {
+        /// The channel (telegram).
+        channel: String,
+        /// The sender's user id on that channel.
+        sender_id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

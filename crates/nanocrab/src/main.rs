@@ -47,6 +47,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => commands::status::providers(&env),
         Command::Memory { command } => commands::memory::run(&env, command),
         Command::Models { command } => commands::models::run(&env, command),
+        Command::Pairing { command } => commands::pairing::run(&env, command),
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

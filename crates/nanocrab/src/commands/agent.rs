@@ -2,11 +2,7 @@ use std::io::{IsTerminal as _, Write as _};
 
 use anyhow::Context as _;
 use base64::Engine as _;
-use nanocrab_core::{
-    Agent, AgentSettings, Consolidation, ContextBuilder, MemoryRetrieval, UserInput,
-};
-use nanocrab_memory::{SearchOptions, SessionStore};
-use nanocrab_provider::{ModelChain, RetryPolicy};
+use nanocrab_core::{Agent, UserInput};
 use nanocrab_schema::{AgentEvent, Image, SessionKey};
 
 use super::Env;
@@ -22,7 +18,14 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
     if !images.is_empty() && args.message.is_none() {
         anyhow::bail!("--image needs a message: nanocrab agent -m \"what is this?\" --image PATH");
     }
-    let agent = build_agent(env, args.model.as_deref())?;
+    let config = env.load_config()?.config;
+    let agent = super::agents::build(
+        env,
+        &config,
+        nanocrab_config::DEFAULT_AGENT_ID,
+        args.model.as_deref(),
+    )?
+    .agent;
     // One thread is plenty for one conversation, and starts faster than a thread pool.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -41,62 +44,6 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
         }
         None => repl(env, &runtime, &agent, &key),
     }
-}
-
-fn build_agent(env: &Env, model_flag: Option<&str>) -> anyhow::Result<Agent> {
-    let loaded = env.load_config()?;
-    let config = loaded.config;
-    let workspace = env.workspace(&config);
-    std::fs::create_dir_all(&workspace)
-        .with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
-    let defaults = &config.agents.defaults;
-    let resolve = |model: &str, source: &str| {
-        nanocrab_provider::resolve_model(model, &config, &Env::var, RetryPolicy::default())
-            .with_context(|| format!("{source} ({})", env.config_path.display()))
-    };
-    let primary = match model_flag {
-        Some(model) => resolve(model, "--model")?,
-        None => resolve(&defaults.model, "agents.defaults.model")?,
-    };
-    let fallbacks = defaults
-        .fallback_models
-        .iter()
-        .enumerate()
-        .map(|(i, model)| resolve(model, &format!("agents.defaults.fallbackModels.{i}")))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let index = env.index_setup(&config);
-    let tools = nanocrab_tools::builtin_registry(
-        &config.tools,
-        &config.memory,
-        &workspace,
-        &index,
-        env.user_home.as_deref(),
-    )?;
-    let memory = MemoryRetrieval {
-        index,
-        search: SearchOptions::from_config(&config.memory),
-        rag_by_default: config.memory.rag_mode,
-    };
-    let agent = Agent::new(
-        ModelChain::new(primary, fallbacks),
-        tools,
-        SessionStore::new(env.paths.sessions_dir()),
-        ContextBuilder::new(workspace),
-        AgentSettings {
-            max_tokens: defaults.max_tokens,
-            temperature: Some(defaults.temperature),
-            max_tool_iterations: defaults.max_tool_iterations,
-            context_window_tokens: defaults.context_window_tokens,
-        },
-    )
-    .with_memory(memory);
-    Ok(match config.memory.consolidate_after {
-        0 => agent,
-        after => agent.with_consolidation(Consolidation {
-            after_messages: after as usize,
-            backups: env.paths.state_dir().join("memory-backups"),
-        }),
-    })
 }
 
 /// Runs a due consolidation once the answer is out, saying on stderr what it did; a failure

@@ -7,7 +7,7 @@ use crate::cli::MemoryCommand;
 
 pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
     let config = env.load_config()?.config;
-    let setup = env.index_setup(&config);
+    let setup = env.index_setup(&config, nanocrab_config::DEFAULT_AGENT_ID);
     let workspace = &setup.workspace;
     match command {
         MemoryCommand::Search { query, limit, json } => {

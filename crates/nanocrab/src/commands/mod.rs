@@ -2,9 +2,11 @@
 //! config is loaded.
 
 pub mod agent;
+pub mod agents;
 pub mod memory;
 pub mod models;
 pub mod onboard;
+pub mod pairing;
 pub mod sessions;
 pub mod status;
 pub mod usage;
@@ -12,7 +14,7 @@ pub mod usage;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use nanocrab_config::{Config, Paths};
+use nanocrab_config::{Config, DEFAULT_AGENT_ID, Paths};
 use nanocrab_memory::{EmbeddingSetup, IndexSetup};
 
 /// Where this invocation reads and writes, resolved once from flags and the environment.
@@ -44,19 +46,42 @@ impl Env {
             .with_context(|| "cannot load the configuration")
     }
 
-    /// The workspace the config names, `~` expanded, or the default under the home.
+    /// The default agent's workspace, `~` expanded.
     pub fn workspace(&self, config: &Config) -> PathBuf {
-        match &config.agents.defaults.workspace {
+        self.agent_workspace(config, DEFAULT_AGENT_ID)
+    }
+
+    /// Where agent `id` keeps its files: the configured path, `~` expanded, or
+    /// `workspace/` (the default agent) or `workspace-<id>/` under the home.
+    pub fn agent_workspace(&self, config: &Config, id: &str) -> PathBuf {
+        let configured = if id == DEFAULT_AGENT_ID {
+            config.agents.defaults.workspace.as_ref()
+        } else {
+            config
+                .agents
+                .entries
+                .get(id)
+                .and_then(|e| e.workspace.as_ref())
+        };
+        match configured {
             Some(path) => nanocrab_config::expand_home(path, self.user_home.as_deref()),
-            None => self.paths.workspace(),
+            None if id == DEFAULT_AGENT_ID => self.paths.workspace(),
+            None => self.paths.home().join(format!("workspace-{id}")),
         }
     }
 
-    /// How memory is searched, as the config says.
-    pub fn index_setup(&self, config: &Config) -> IndexSetup {
+    /// How agent `id`'s memory is searched, as the config says; each agent has an index of
+    /// its own workspace.
+    pub fn index_setup(&self, config: &Config, id: &str) -> IndexSetup {
         IndexSetup {
-            database: self.paths.memory_index(),
-            workspace: self.workspace(config),
+            database: if id == DEFAULT_AGENT_ID {
+                self.paths.memory_index()
+            } else {
+                self.paths
+                    .state_dir()
+                    .join(format!("memory-index-{id}.sqlite"))
+            },
+            workspace: self.agent_workspace(config, id),
             sessions: config
                 .memory
                 .index_sessions
