@@ -1,0 +1,414 @@
+//! What the model is told of chat messages: their text with who wrote it (in groups, where
+//! several people talk), what they answer, whether they are edits, and their attachments —
+//! photos as images it can see, other files saved into the agent's workspace under `inbox/`
+//! with a line saying where.
+
+use std::path::Path;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use nanocrab_channels::{Channel, ChannelError};
+use nanocrab_core::{ChannelInfo, UserInput};
+use nanocrab_schema::{ChatType, Image, InboundMessage, Media, MediaKind, Sender};
+
+/// The workspace folder attachments are saved into.
+const INBOX_DIR: &str = "inbox";
+
+/// Whether `message` is a slash command (`/new`, `/help`): the agent acts on those itself, so
+/// they reach it as sent and each alone.
+pub(crate) fn is_command(message: &InboundMessage) -> bool {
+    message.text.trim_start().starts_with('/')
+}
+
+/// The input of one turn answering `messages` (one, or several collected while the session
+/// was busy, all from one chat), fetching attachments through `channel` and saving files
+/// into `workspace`.
+pub(crate) async fn user_input(
+    channel: &dyn Channel,
+    workspace: &Path,
+    messages: &[InboundMessage],
+) -> UserInput {
+    let mut texts = Vec::with_capacity(messages.len());
+    let mut images = Vec::new();
+    for message in messages {
+        let mut text = match messages {
+            [only] if is_command(only) => only.text.trim().to_owned(),
+            _ => message_text(message),
+        };
+        for media in &message.media {
+            let note = match attach(channel, workspace, message, media).await {
+                Attached::Image(image) => {
+                    images.push(image);
+                    continue;
+                }
+                Attached::Note(note) => note,
+            };
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&note);
+        }
+        texts.push(text);
+    }
+    UserInput {
+        text: texts.join("\n\n"),
+        images,
+        channel: messages.first().map(|m| ChannelInfo {
+            channel: m.channel.clone(),
+            chat_id: m.chat_id.clone(),
+        }),
+    }
+}
+
+/// One message as the model reads it: a bracketed line of who wrote it (groups only), that
+/// it is an edit, and what it answers; the answered text quoted; then the text.
+fn message_text(message: &InboundMessage) -> String {
+    let mut tags = Vec::new();
+    match message.chat_type {
+        ChatType::Group | ChatType::Channel => tags.push(sender_name(message)),
+        ChatType::Dm => {}
+    }
+    if message.edited {
+        tags.push("edited".to_owned());
+    }
+    let quote = message.reply_to.as_ref().map(|reply| {
+        tags.push(
+            if reply.to_bot {
+                "replying to you"
+            } else {
+                "replying to a message"
+            }
+            .to_owned(),
+        );
+        reply.text.as_deref().unwrap_or_default()
+    });
+    let mut out = String::new();
+    if !tags.is_empty() {
+        out.push('[');
+        out.push_str(&tags.join(", "));
+        out.push(']');
+    }
+    match quote.filter(|quote| !quote.trim().is_empty()) {
+        Some(quote) => {
+            for line in quote.lines() {
+                out.push_str("\n> ");
+                out.push_str(line);
+            }
+            out.push('\n');
+        }
+        None if !out.is_empty() && !message.text.is_empty() => out.push(' '),
+        None => {}
+    }
+    out.push_str(&message.text);
+    out
+}
+
+/// How a sender is named to the model: the name they show, else their handle, else (a
+/// broadcast channel posting) the chat's title, else their id.
+fn sender_name(message: &InboundMessage) -> String {
+    let Sender {
+        id,
+        username,
+        display_name,
+        ..
+    } = &message.sender;
+    if let Some(name) = display_name.as_deref().filter(|n| !n.trim().is_empty()) {
+        return name.trim().to_owned();
+    }
+    if let Some(handle) = username.as_deref().filter(|n| !n.is_empty()) {
+        return format!("@{handle}");
+    }
+    if let Some(title) = message
+        .chat_title
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+    {
+        return title.trim().to_owned();
+    }
+    format!("user {id}")
+}
+
+enum Attached {
+    Image(Image),
+    /// A line for the model: where the file was saved, or why it is missing.
+    Note(String),
+}
+
+async fn attach(
+    channel: &dyn Channel,
+    workspace: &Path,
+    message: &InboundMessage,
+    media: &Media,
+) -> Attached {
+    let kind = kind_name(media.kind);
+    if !channel.capabilities().media {
+        return Attached::Note(format!(
+            "[a {kind} was attached; this channel cannot fetch files]"
+        ));
+    }
+    let bytes = match channel.download(media).await {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            tracing::warn!(
+                channel = %message.channel,
+                chat = %message.chat_id,
+                message = %message.message_id,
+                "cannot download a {kind}: {err}"
+            );
+            let why = match err {
+                ChannelError::TooLarge { .. } => "it is too large to download",
+                ChannelError::Unsupported { .. }
+                | ChannelError::Api { .. }
+                | ChannelError::Transport { .. }
+                | ChannelError::Unauthorized { .. } => "it could not be downloaded",
+            };
+            return Attached::Note(format!("[a {kind} was attached, but {why}]"));
+        }
+    };
+    let seen_as_image = match media.kind {
+        MediaKind::Photo | MediaKind::Sticker => image_type(&bytes),
+        MediaKind::Document | MediaKind::Audio | MediaKind::Voice | MediaKind::Video => None,
+    };
+    if let Some(media_type) = seen_as_image {
+        return Attached::Image(Image {
+            media_type: media_type.to_owned(),
+            data: BASE64.encode(&bytes),
+            file: None,
+        });
+    }
+    let name = file_name(message, media);
+    let size = bytes.len();
+    match save(workspace, &name, bytes).await {
+        Ok(()) => Attached::Note(format!(
+            "[a {kind} was attached and saved as {INBOX_DIR}/{name} ({}{size} bytes)]",
+            media
+                .mime_type
+                .as_deref()
+                .map(|mime| format!("{mime}, "))
+                .unwrap_or_default()
+        )),
+        Err(err) => {
+            tracing::warn!(
+                "cannot save an attachment into {}: {err}",
+                workspace.join(INBOX_DIR).display()
+            );
+            Attached::Note(format!(
+                "[a {kind} was attached, but it could not be saved]"
+            ))
+        }
+    }
+}
+
+fn kind_name(kind: MediaKind) -> &'static str {
+    match kind {
+        MediaKind::Photo => "photo",
+        MediaKind::Document => "document",
+        MediaKind::Audio => "audio file",
+        MediaKind::Voice => "voice message",
+        MediaKind::Video => "video",
+        MediaKind::Sticker => "sticker",
+    }
+}
+
+/// The image type of `bytes` by their first bytes, for the types models accept.
+fn image_type(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [0xFF, 0xD8, 0xFF, ..] => Some("image/jpeg"),
+        [0x89, b'P', b'N', b'G', ..] => Some("image/png"),
+        [b'G', b'I', b'F', b'8', ..] => Some("image/gif"),
+        [
+            b'R',
+            b'I',
+            b'F',
+            b'F',
+            _,
+            _,
+            _,
+            _,
+            b'W',
+            b'E',
+            b'B',
+            b'P',
+            ..,
+        ] => Some("image/webp"),
+        _ => None,
+    }
+}
+
+/// `<chat>-<message>-<name>`, so attachments of different messages never overwrite each other;
+/// the name is the sender's file name, or the kind with the extension its MIME type suggests,
+/// reduced to characters safe in a file name on every platform.
+fn file_name(message: &InboundMessage, media: &Media) -> String {
+    let original = media.file_name.clone().unwrap_or_else(|| {
+        let stem = match media.kind {
+            MediaKind::Photo => "photo",
+            MediaKind::Document => "document",
+            MediaKind::Audio => "audio",
+            MediaKind::Voice => "voice",
+            MediaKind::Video => "video",
+            MediaKind::Sticker => "sticker",
+        };
+        match media
+            .mime_type
+            .as_deref()
+            .and_then(|mime| mime.split_once('/'))
+            .map(|(_, subtype)| subtype)
+            .filter(|ext| !ext.is_empty() && ext.chars().all(|c| c.is_ascii_alphanumeric()))
+        {
+            Some(ext) => format!("{stem}.{ext}"),
+            None => stem.to_owned(),
+        }
+    });
+    let safe = |text: &str, max: usize| -> String {
+        text.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(max)
+            .collect()
+    };
+    format!(
+        "{}-{}-{}",
+        safe(&message.chat_id, 40),
+        safe(&message.message_id, 40),
+        safe(original.trim_start_matches('.'), 80)
+    )
+}
+
+/// Writes `bytes` to `<workspace>/inbox/<name>` through a temporary file, so a crash never
+/// leaves half a file under the final name.
+async fn save(workspace: &Path, name: &str, bytes: Vec<u8>) -> std::io::Result<()> {
+    let dir = workspace.join(INBOX_DIR);
+    let path = dir.join(name);
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write as _;
+        std::fs::create_dir_all(&dir)?;
+        let mut temp = tempfile::NamedTempFile::new_in(&dir)?;
+        temp.write_all(&bytes)?;
+        temp.as_file().sync_data()?;
+        temp.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use nanocrab_schema::ReplyTo;
+    use pretty_assertions::assert_eq;
+
+    fn message(chat_type: ChatType, text: &str) -> InboundMessage {
+        InboundMessage {
+            channel: "telegram".to_owned(),
+            account: "default".to_owned(),
+            message_id: "5".to_owned(),
+            chat_id: "-100".to_owned(),
+            chat_type,
+            chat_title: Some("Crabs".to_owned()),
+            thread_id: None,
+            sender: Sender {
+                id: "42".to_owned(),
+                username: Some("alice".to_owned()),
+                display_name: Some("Alice".to_owned()),
+                is_bot: false,
+            },
+            text: text.to_owned(),
+            reply_to: None,
+            mentions: Vec::new(),
+            mentions_bot: false,
+            media: Vec::new(),
+            timestamp: 0,
+            edited: false,
+        }
+    }
+
+    fn reply(to_bot: bool, text: Option<&str>) -> Option<ReplyTo> {
+        Some(ReplyTo {
+            message_id: "4".to_owned(),
+            sender_id: None,
+            to_bot,
+            text: text.map(str::to_owned),
+        })
+    }
+
+    #[test]
+    fn a_direct_message_is_its_text() {
+        assert_eq!(message_text(&message(ChatType::Dm, "hello")), "hello");
+    }
+
+    #[test]
+    fn a_group_message_says_who_wrote_it() {
+        assert_eq!(
+            message_text(&message(ChatType::Group, "hello")),
+            "[Alice] hello"
+        );
+        let mut handle_only = message(ChatType::Group, "hi");
+        handle_only.sender.display_name = None;
+        assert_eq!(message_text(&handle_only), "[@alice] hi");
+        let mut anonymous = message(ChatType::Channel, "news");
+        anonymous.sender = Sender {
+            id: "-100".to_owned(),
+            ..Sender::default()
+        };
+        assert_eq!(message_text(&anonymous), "[Crabs] news");
+        anonymous.chat_title = None;
+        assert_eq!(message_text(&anonymous), "[user -100] news");
+    }
+
+    #[test]
+    fn a_reply_quotes_what_it_answers_and_an_edit_says_so() {
+        let mut answer = message(ChatType::Group, "yes, tomorrow");
+        answer.reply_to = reply(true, Some("Shall we meet?\nSay when."));
+        assert_eq!(
+            message_text(&answer),
+            "[Alice, replying to you]\n> Shall we meet?\n> Say when.\nyes, tomorrow"
+        );
+        let mut edit = message(ChatType::Dm, "fixed typo");
+        edit.edited = true;
+        edit.reply_to = reply(false, None);
+        assert_eq!(
+            message_text(&edit),
+            "[edited, replying to a message] fixed typo"
+        );
+    }
+
+    #[test]
+    fn attachments_are_named_by_chat_message_and_a_safe_name() {
+        let note = message(ChatType::Dm, "");
+        let media = |file_name: Option<&str>, mime: Option<&str>| Media {
+            kind: MediaKind::Voice,
+            file_id: "f".to_owned(),
+            mime_type: mime.map(str::to_owned),
+            file_name: file_name.map(str::to_owned),
+            size: None,
+        };
+        assert_eq!(
+            file_name(&note, &media(Some("../../etc/pass wd.txt"), None)),
+            "-100-5-_.._etc_pass_wd.txt"
+        );
+        assert_eq!(
+            file_name(&note, &media(None, Some("audio/ogg"))),
+            "-100-5-voice.ogg"
+        );
+        assert_eq!(
+            file_name(&note, &media(None, Some("application/vnd.ms-excel"))),
+            "-100-5-voice"
+        );
+    }
+
+    #[test]
+    fn images_are_told_by_their_first_bytes() {
+        assert_eq!(image_type(&[0xFF, 0xD8, 0xFF, 0xE0]), Some("image/jpeg"));
+        assert_eq!(image_type(b"\x89PNG\r\n"), Some("image/png"));
+        assert_eq!(image_type(b"RIFF\0\0\0\0WEBPVP8"), Some("image/webp"));
+        assert_eq!(image_type(b"%PDF-1.7"), None);
+    }
+}

@@ -1,0 +1,140 @@
+//! A turn answering chat messages: the input built from them, "typing…" shown while it runs,
+//! the answer sent back into their chat (and thread), or a short apology when it fails, and
+//! the messages marked done in the journal.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nanocrab_channels::Channel;
+use nanocrab_schema::{ChatType, InboundMessage, OutboundMessage, SessionKey};
+
+use crate::chat_input::user_input;
+use crate::gateway::GatewayAgent;
+use crate::journal::{Journal, JournalEntry};
+use crate::status::{Event, Status};
+
+/// Platforms show "typing…" for about five seconds; renewed a little sooner.
+const TYPING_EVERY: Duration = Duration::from_secs(4);
+
+/// What a failed turn tells the sender; the error itself goes to the log only, since it may
+/// name providers, paths or limits the sender has no business seeing.
+pub(crate) const APOLOGY: &str =
+    "Sorry, something went wrong while answering that. Please try again in a moment.";
+
+/// The channels answers go out on, the journal that learns when messages are done, and the
+/// counters.
+pub(crate) struct ChatTurns {
+    pub(crate) channels: Vec<Arc<dyn Channel>>,
+    pub(crate) journal: Arc<Journal>,
+    pub(crate) status: Arc<Status>,
+}
+
+impl ChatTurns {
+    pub(crate) fn channel(&self, name: &str, account: &str) -> Option<&Arc<dyn Channel>> {
+        self.channels
+            .iter()
+            .find(|c| c.name() == name && c.account() == account)
+    }
+
+    /// Sends `message` on its channel, logging a failure: there is nobody else to tell.
+    pub(crate) async fn send(&self, message: &OutboundMessage) {
+        let chat = &message.chat;
+        let Some(channel) = self.channel(&chat.channel, &chat.account) else {
+            tracing::error!(
+                channel = %chat.channel,
+                account = %chat.account,
+                "no such channel to answer on"
+            );
+            return;
+        };
+        match channel.send(message).await {
+            Ok(_) => self.status.sent(&chat.channel, &chat.account),
+            Err(err) => tracing::warn!(
+                channel = %chat.channel,
+                chat = %chat.chat_id,
+                "cannot send an answer: {err}"
+            ),
+        }
+    }
+
+    /// Marks a message done, logging a failure: the worst outcome is that it is answered
+    /// again after a restart.
+    pub(crate) fn done(&self, entry: &JournalEntry) {
+        if let Err(err) = self.journal.done(entry.id) {
+            tracing::error!(entry = %entry.id, "{err}");
+        }
+    }
+
+    /// Runs one turn of `session` answering `batch` (messages of one chat, oldest first).
+    pub(crate) async fn run(
+        &self,
+        agent: &GatewayAgent,
+        session: &SessionKey,
+        batch: &[JournalEntry],
+    ) {
+        let Some(last) = batch.last() else {
+            return;
+        };
+        let message = &last.message;
+        let chat = message.chat();
+        let Some(channel) = self.channel(&message.channel, &message.account) else {
+            // The channel was removed from the config since the message was journaled.
+            tracing::warn!(
+                channel = %message.channel,
+                account = %message.account,
+                "no such channel any more; its messages are dropped"
+            );
+            batch.iter().for_each(|entry| self.done(entry));
+            return;
+        };
+        let messages: Vec<_> = batch.iter().map(|entry| entry.message.clone()).collect();
+        let typing = channel.capabilities().typing;
+        let turn = async {
+            let input = user_input(channel.as_ref(), &agent.workspace, &messages).await;
+            agent.agent.run_turn(session, input, &mut |_| {}).await
+        };
+        tokio::pin!(turn);
+        let outcome = loop {
+            let show_typing = async {
+                if typing && let Err(err) = channel.typing(&chat).await {
+                    tracing::debug!(channel = %chat.channel, chat = %chat.chat_id, "typing: {err}");
+                }
+                tokio::time::sleep(TYPING_EVERY).await;
+            };
+            tokio::select! {
+                outcome = &mut turn => break outcome,
+                () = show_typing => {}
+            }
+        };
+        let text = match outcome {
+            Ok(outcome) => {
+                self.status.count(Event::TurnFinished);
+                outcome.text
+            }
+            Err(err) => {
+                self.status.count(Event::TurnFailed);
+                tracing::error!(session = %session, "turn failed: {err}");
+                APOLOGY.to_owned()
+            }
+        };
+        if text.trim().is_empty() {
+            tracing::info!(session = %session, "the turn ended without an answer to send");
+        } else {
+            self.send(&answer_to(message, text)).await;
+        }
+        batch.iter().for_each(|entry| self.done(entry));
+    }
+}
+
+/// `text` as an answer to `message`: into its chat and thread, and in a group, where several
+/// conversations interleave, as a reply to it.
+pub(crate) fn answer_to(message: &InboundMessage, text: String) -> OutboundMessage {
+    OutboundMessage {
+        chat: message.chat(),
+        text,
+        reply_to_message_id: match message.chat_type {
+            ChatType::Group => Some(message.message_id.clone()),
+            ChatType::Dm | ChatType::Channel => None,
+        },
+    }
+}
