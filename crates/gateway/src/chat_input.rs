@@ -140,7 +140,14 @@ async fn attach(
     message: &InboundMessage,
     media: &Media,
 ) -> Attached {
-    let kind = kind_name(media.kind);
+    let kind = match media.kind {
+        MediaKind::Photo => "photo",
+        MediaKind::Document => "document",
+        MediaKind::Audio => "audio file",
+        MediaKind::Voice => "voice message",
+        MediaKind::Video => "video",
+        MediaKind::Sticker => "sticker",
+    };
     if !channel.capabilities().media {
         return Attached::Note(format!(
             "[a {kind} was attached; this channel cannot fetch files]"
@@ -196,17 +203,6 @@ async fn attach(
                 "[a {kind} was attached, but it could not be saved]"
             ))
         }
-    }
-}
-
-fn kind_name(kind: MediaKind) -> &'static str {
-    match kind {
-        MediaKind::Photo => "photo",
-        MediaKind::Document => "document",
-        MediaKind::Audio => "audio file",
-        MediaKind::Voice => "voice message",
-        MediaKind::Video => "video",
-        MediaKind::Sticker => "sticker",
     }
 }
 

@@ -63,7 +63,7 @@ pub struct GatewayAgent {
 pub enum GatewayError {
     #[error(transparent)]
     Journal(#[from] JournalError),
-    #[error("{needed_by} names the agent `{agent_id}`, which the gateway was not given")]
+    #[error("no agent `{agent_id}` for {needed_by}: the gateway was not given it")]
     MissingAgent { agent_id: String, needed_by: String },
     #[error("the channel {channel} (account {account}) is given twice")]
     DuplicateChannel { channel: String, account: String },

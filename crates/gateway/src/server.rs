@@ -2,11 +2,25 @@
 //! gateway's token (see [`auth`](crate::auth)) `GET /status` and whatever routes the caller
 //! mounts — the OpenAI-compatible API:
 //!
-//! ```ignore
-//! let state = ServerState::new(&config.gateway, gateway.turns().clone(), gateway.status().clone());
-//! let api = axum::Router::new().route("/v1/chat/completions", post(chat_completions));
+//! ```no_run
+//! # async fn demo(
+//! #     gateway: nanocrab_gateway::Gateway,
+//! #     config: nanocrab_config::Config,
+//! #     shutdown: tokio_util::sync::CancellationToken,
+//! # ) -> Result<(), nanocrab_gateway::server::ServerError> {
+//! use std::sync::Arc;
+//!
+//! use nanocrab_gateway::server::{self, ServerState};
+//!
+//! let state = ServerState::new(&config.gateway, gateway.turns().clone(), Arc::clone(gateway.status()));
+//! // Handlers take `State<ServerState>` for the turns.
+//! let api = axum::Router::new().route("/v1/models", axum::routing::get(|| async { "[]" }));
 //! let listener = server::bind(&config.gateway).await?;
-//! server::serve(listener, server::app(state, api), shutdown).await?;
+//! let http = tokio::spawn(server::serve(listener, server::app(state, api), shutdown.clone()));
+//! gateway.run(shutdown).await;
+//! # let _ = http.await;
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! [`serve`] hands each request its client's address, which the token check needs when no
@@ -149,6 +163,8 @@ async fn health() -> Json<serde_json::Value> {
 #[serde(rename_all = "camelCase")]
 pub struct StatusReport {
     pub uptime_seconds: u64,
+    /// A shutdown has begun: running turns finish, no more start.
+    pub stopping: bool,
     pub channels: Vec<ChannelReport>,
     pub turns: TurnCounts,
     /// Sessions with a turn running or waiting.
@@ -172,6 +188,7 @@ async fn status(State(state): State<ServerState>) -> Json<StatusReport> {
     let (finished, failed) = status.turns_done();
     Json(StatusReport {
         uptime_seconds: status.uptime_seconds(),
+        stopping: state.turns().is_stopping(),
         channels: status.channels(),
         turns: TurnCounts {
             running: state.turns().running(),

@@ -20,12 +20,24 @@
 //! request out of the queue; once started, the turn runs to its end either way, so the
 //! session's history stays whole.
 //!
-//! ```ignore
-//! let mut ticket = turns.submit(TurnRequest { agent_id, session, input })?;
+//! ```no_run
+//! # async fn demo(
+//! #     turns: nanocrab_gateway::Turns,
+//! #     session: nanocrab_schema::SessionKey,
+//! # ) -> Result<(), Box<dyn std::error::Error>> {
+//! use nanocrab_gateway::TurnRequest;
+//! use nanocrab_schema::AgentEvent;
+//!
+//! let request = TurnRequest { agent_id: "main".into(), session, input: "hi".into() };
+//! let mut ticket = turns.submit(request)?; // SubmitError::QueueFull → 429
 //! while let Some(event) = ticket.events.recv().await {
-//!     // AgentEvent::Token { text } → an SSE chunk
+//!     if let AgentEvent::Token { text } = event {
+//!         // one SSE chunk
+//!     }
 //! }
 //! let outcome = ticket.outcome.await?; // TurnOutcome { text, usage, .. }
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! **Shutdown.** [`Turns::shutdown`] starts no more turns, lets the running ones finish for
@@ -43,7 +55,7 @@ use std::time::Duration;
 
 use nanocrab_config::{GatewayConfig, QueueMode};
 use nanocrab_core::{AgentError, TurnOutcome, UserInput};
-use nanocrab_schema::{AgentEvent, InboundMessage, SessionKey};
+use nanocrab_schema::{AgentEvent, SessionKey};
 use serde::Serialize;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -251,6 +263,11 @@ impl Turns {
         self.shared.running.load(Ordering::Relaxed)
     }
 
+    /// Whether a shutdown has begun: no more turns start.
+    pub fn is_stopping(&self) -> bool {
+        self.shared.stop.is_cancelled()
+    }
+
     /// The sessions that have a turn running or waiting, by key.
     pub fn activity(&self) -> Vec<SessionActivity> {
         let sessions = self.shared.lock();
@@ -360,7 +377,8 @@ impl Shared {
                         entry: next,
                     }) = queue.waiting.front()
                     && *next_agent == agent_id
-                    && same_chat(&next.message, &entries[0].message)
+                    // Answered in the same place.
+                    && next.message.chat() == entries[0].message.chat()
                     && !is_command(&next.message)
                     // The front was just seen to be such a message.
                     && let Some(Job::Message { entry, .. }) = queue.waiting.pop_front()
@@ -449,10 +467,4 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
         Ok(None) => {}
         Err(err) => tracing::warn!(session = %session, "memory consolidation failed: {err}"),
     }
-}
-
-/// Whether two messages are answered in the same place.
-fn same_chat(a: &InboundMessage, b: &InboundMessage) -> bool {
-    (&a.channel, &a.account, &a.chat_id, &a.thread_id)
-        == (&b.channel, &b.account, &b.chat_id, &b.thread_id)
 }

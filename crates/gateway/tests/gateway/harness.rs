@@ -1,0 +1,298 @@
+//! A gateway over real agents talking to the mock LLM (which echoes by default), with fake
+//! channels, in a temporary home.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nanocrab_channels::Channel;
+use nanocrab_config::{Config, DmPolicy, GroupPolicy, ProviderConfig, QueueMode};
+use nanocrab_core::{Agent, AgentSettings, ContextBuilder};
+use nanocrab_gateway::{
+    Access, AccessRules, Gateway, GatewayAgent, INBOX_FILE, Journal, PairingStore, Turns,
+};
+use nanocrab_memory::SessionStore;
+use nanocrab_provider::{ModelChain, RetryPolicy};
+use nanocrab_schema::{
+    ChatType, InboundMessage, LlmMessage, Media, MediaKind, OutboundMessage, Sender, SessionKey,
+};
+use nanocrab_testkit::{MockLlm, Reply};
+use tempfile::TempDir;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::fake_channel::FakeChannel;
+
+pub struct Harness {
+    pub mock: MockLlm,
+    dir: TempDir,
+    pub config: Config,
+    pub channel: Arc<FakeChannel>,
+    /// Channels besides `channel`.
+    pub more_channels: Vec<Arc<FakeChannel>>,
+    pub agent_ids: Vec<String>,
+    pub access: Option<Access>,
+}
+
+/// A gateway running in the background.
+pub struct Running {
+    pub turns: Turns,
+    pub status: Arc<nanocrab_gateway::Status>,
+    pub shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Cancels the shutdown token and waits until the gateway has stopped.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap();
+    }
+
+    /// Waits until the gateway has stopped (after the test cancelled the token).
+    pub async fn stopped(self) {
+        self.task.await.unwrap();
+    }
+}
+
+impl Harness {
+    /// One fake Telegram channel, the default agent, everyone allowed, collect mode.
+    pub async fn new() -> Self {
+        let mock = MockLlm::start().await;
+        mock.set_fallback(Reply::echo());
+        let mut config = Config::default();
+        config.providers.insert(
+            "anthropic".to_owned(),
+            ProviderConfig {
+                api_key: Some("sk-test-gateway".to_owned()),
+                api_base: Some(mock.anthropic_base()),
+                ..ProviderConfig::default()
+            },
+        );
+        config.gateway.queue.mode = QueueMode::Collect;
+        Self {
+            mock,
+            dir: tempfile::tempdir().unwrap(),
+            config,
+            channel: Arc::new(FakeChannel::new("telegram", "default")),
+            more_channels: Vec::new(),
+            agent_ids: vec!["main".to_owned()],
+            access: None,
+        }
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    pub fn sessions(&self) -> SessionStore {
+        SessionStore::new(self.dir.path().join("sessions"))
+    }
+
+    pub fn workspace(&self, agent_id: &str) -> PathBuf {
+        self.dir.path().join(format!("workspace-{agent_id}"))
+    }
+
+    /// The history of session `key` as the model would get it.
+    pub fn history(&self, key: &str) -> Vec<LlmMessage> {
+        self.sessions()
+            .load(&SessionKey::parse(key).unwrap())
+            .unwrap()
+            .messages()
+    }
+
+    /// The session files, by key.
+    pub fn session_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = std::fs::read_dir(self.dir.path().join("sessions"))
+            .unwrap()
+            .filter_map(|entry| {
+                entry
+                    .unwrap()
+                    .file_name()
+                    .to_str()
+                    .unwrap()
+                    .strip_suffix(".jsonl")
+                    .map(str::to_owned)
+            })
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The journal's unfinished messages, as the next start would replay them.
+    pub fn unfinished_messages(&self) -> Vec<InboundMessage> {
+        Journal::open(&self.state_dir().join(INBOX_FILE), 1000)
+            .unwrap()
+            .1
+            .into_iter()
+            .map(|entry| entry.message)
+            .collect()
+    }
+
+    pub fn agent(&self, id: &str) -> GatewayAgent {
+        let model = nanocrab_provider::resolve_model(
+            "anthropic/mock-model",
+            &self.config,
+            &|_| None,
+            RetryPolicy {
+                max_retries: 0,
+                ..RetryPolicy::default()
+            },
+        )
+        .unwrap();
+        let workspace = self.workspace(id);
+        std::fs::create_dir_all(&workspace).unwrap();
+        let agent = Agent::new(
+            ModelChain::new(model, Vec::new()),
+            nanocrab_tools::ToolRegistry::new(),
+            self.sessions(),
+            ContextBuilder::new(&workspace),
+            AgentSettings {
+                max_tokens: 1024,
+                temperature: None,
+                max_tool_iterations: 4,
+                context_window_tokens: 65_536,
+            },
+        );
+        GatewayAgent {
+            agent: Arc::new(agent),
+            workspace,
+        }
+    }
+
+    /// Everyone may talk, in DMs and in any group, without mentioning the bot.
+    pub fn open_access(&self) -> Access {
+        let rules = AccessRules {
+            allow_from: Vec::new(),
+            dm_policy: DmPolicy::Open,
+            group_policy: GroupPolicy::Open,
+            groups: BTreeMap::new(),
+            require_mention: false,
+        };
+        let channels = std::iter::once(&self.channel)
+            .chain(&self.more_channels)
+            .map(|c| (c.name().to_owned(), rules.clone()))
+            .collect();
+        Access::new(channels, PairingStore::new(&self.state_dir()))
+    }
+
+    pub fn gateway(&self) -> Gateway {
+        let agents = self
+            .agent_ids
+            .iter()
+            .map(|id| (id.clone(), self.agent(id)))
+            .collect();
+        let channels: Vec<Arc<dyn Channel>> = std::iter::once(&self.channel)
+            .chain(&self.more_channels)
+            .map(|c| Arc::clone(c) as Arc<dyn Channel>)
+            .collect();
+        Gateway::new(
+            &self.config,
+            agents,
+            channels,
+            &self.state_dir(),
+            self.access.clone().unwrap_or_else(|| self.open_access()),
+        )
+        .unwrap()
+    }
+
+    pub fn start(&self) -> Running {
+        let gateway = self.gateway();
+        let shutdown = CancellationToken::new();
+        let turns = gateway.turns().clone();
+        let status = Arc::clone(gateway.status());
+        let task = tokio::spawn(gateway.run(shutdown.clone()));
+        Running {
+            turns,
+            status,
+            shutdown,
+            task,
+        }
+    }
+}
+
+pub fn dm(sender: &str, id: &str, text: &str) -> InboundMessage {
+    InboundMessage {
+        channel: "telegram".to_owned(),
+        account: "default".to_owned(),
+        message_id: id.to_owned(),
+        chat_id: sender.to_owned(),
+        chat_type: ChatType::Dm,
+        chat_title: None,
+        thread_id: None,
+        sender: Sender {
+            id: sender.to_owned(),
+            username: None,
+            display_name: Some(format!("User {sender}")),
+            is_bot: false,
+        },
+        text: text.to_owned(),
+        reply_to: None,
+        mentions: Vec::new(),
+        mentions_bot: false,
+        media: Vec::new(),
+        timestamp: 1_700_000_000,
+        edited: false,
+    }
+}
+
+pub fn group(
+    chat: &str,
+    thread: Option<&str>,
+    sender: &str,
+    id: &str,
+    text: &str,
+) -> InboundMessage {
+    InboundMessage {
+        chat_id: chat.to_owned(),
+        chat_type: ChatType::Group,
+        chat_title: Some(format!("Group {chat}")),
+        thread_id: thread.map(str::to_owned),
+        ..dm(sender, id, text)
+    }
+}
+
+/// `message` with a document whose download waits for [`FakeChannel::release`] and then
+/// fails (no bytes are registered for it).
+pub fn held(mut message: InboundMessage) -> InboundMessage {
+    message.media.push(Media {
+        kind: MediaKind::Document,
+        file_id: format!("held-{}", message.message_id),
+        mime_type: None,
+        file_name: None,
+        size: None,
+    });
+    message
+}
+
+/// The line a held document adds to a message for the model.
+pub const HELD_NOTE: &str = "[a document was attached, but it could not be downloaded]";
+
+/// What the gateway answers to `message` with `text`.
+pub fn answer(message: &InboundMessage, text: &str) -> OutboundMessage {
+    OutboundMessage {
+        chat: message.chat(),
+        text: text.to_owned(),
+        reply_to_message_id: (message.chat_type == ChatType::Group)
+            .then(|| message.message_id.clone()),
+    }
+}
+
+/// Sorts sent messages by chat, for comparing what concurrent sessions got.
+pub fn by_chat(mut sent: Vec<OutboundMessage>) -> Vec<OutboundMessage> {
+    sent.sort_by(|a, b| {
+        (&a.chat.chat_id, &a.chat.thread_id, &a.text).cmp(&(
+            &b.chat.chat_id,
+            &b.chat.thread_id,
+            &b.text,
+        ))
+    });
+    sent
+}
+
+/// Waits until `condition` holds, looking every few milliseconds: for states nothing signals.
+pub async fn until(mut condition: impl FnMut() -> bool) {
+    while !condition() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}

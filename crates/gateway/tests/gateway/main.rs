@@ -1,0 +1,10 @@
+//! The gateway end to end: fake channels in, real agents against the mock LLM, answers out.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod api;
+mod chat_turns;
+mod fake_channel;
+mod harness;
+mod lifecycle;
+mod routing;
+mod server;
