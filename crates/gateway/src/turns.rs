@@ -395,6 +395,18 @@ impl Shared {
 /// stops.
 async fn work(shared: Arc<Shared>, session: SessionKey) {
     loop {
+        // Checked before waiting for a permit, so an idle session's task ends at once and
+        // does not queue for a slot it does not need.
+        {
+            let mut sessions = shared.lock();
+            if sessions
+                .get(&session)
+                .is_none_or(|queue| queue.waiting.is_empty())
+            {
+                sessions.remove(&session);
+                return;
+            }
+        }
         let permit = tokio::select! {
             biased;
             () = shared.stop.cancelled() => break,

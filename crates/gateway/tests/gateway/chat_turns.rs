@@ -9,7 +9,7 @@ use nanocrab_testkit::{ApiError, Reply};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use crate::harness::{HELD_NOTE, Harness, answer, by_chat, dm, group, held};
+use crate::harness::{HELD_NOTE, Harness, answer, by_chat, dm, group, held, until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_sessions_each_get_their_own_answer_in_their_own_chat_and_thread() {
@@ -62,6 +62,9 @@ async fn a_hundred_sessions_each_get_their_own_answer_in_their_own_chat_and_thre
         );
     }
     assert_eq!(harness.session_keys().len(), 100);
+    // Idle sessions keep no task and no queue.
+    let turns = gateway.turns.clone();
+    until(|| turns.activity().is_empty()).await;
     gateway.stop().await;
     assert_eq!(harness.unfinished_messages(), vec![]);
 }
