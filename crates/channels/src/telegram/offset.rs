@@ -1,0 +1,91 @@
+//! The last confirmed update, kept on disk so a restart neither loses nor repeats updates.
+//!
+//! Telegram forgets an update once `getUpdates` is called with an `offset` past it; the file
+//! holds that next offset, written only once the update before it was delivered.
+
+use std::path::{Path, PathBuf};
+
+use tokio::io::AsyncWriteExt as _;
+
+#[derive(Debug)]
+pub(crate) struct OffsetFile {
+    path: PathBuf,
+}
+
+impl OffsetFile {
+    pub fn new(state_dir: &Path, account: &str) -> Self {
+        let account: String = account
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        Self {
+            path: state_dir.join(format!("telegram-{account}.offset")),
+        }
+    }
+
+    /// The offset to poll from; `None` on a first start.
+    pub async fn load(&self) -> Option<i64> {
+        let text = match tokio::fs::read_to_string(&self.path).await {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(err) => {
+                tracing::warn!(path = %self.path.display(), error = %err,
+                    "telegram: cannot read the saved update offset; polling from the oldest update Telegram still holds");
+                return None;
+            }
+        };
+        match text.trim().parse() {
+            Ok(offset) => Some(offset),
+            Err(_) => {
+                tracing::warn!(path = %self.path.display(),
+                    "telegram: the saved update offset is not a number; polling from the oldest update Telegram still holds");
+                None
+            }
+        }
+    }
+
+    /// Saves `offset` whole or not at all: a temporary file renamed over the old one.
+    pub async fn save(&self, offset: i64) -> std::io::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            tokio::fs::create_dir_all(dir).await?;
+        }
+        let temporary = self.path.with_extension("offset.tmp");
+        let mut file = tokio::fs::File::create(&temporary).await?;
+        file.write_all(format!("{offset}\n").as_bytes()).await?;
+        file.sync_all().await?;
+        drop(file);
+        tokio::fs::rename(&temporary, &self.path).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_offset_survives_and_a_broken_file_reads_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = OffsetFile::new(dir.path(), "default");
+        assert_eq!(file.load().await, None);
+        file.save(42).await.unwrap();
+        file.save(43).await.unwrap();
+        assert_eq!(
+            OffsetFile::new(dir.path(), "default").load().await,
+            Some(43)
+        );
+        assert_eq!(OffsetFile::new(dir.path(), "other").load().await, None);
+        std::fs::write(dir.path().join("telegram-default.offset"), "garbage").unwrap();
+        assert_eq!(file.load().await, None);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["telegram-default.offset"]);
+    }
+}
