@@ -17,7 +17,8 @@
 //!   [`FakeTelegram::add_file`]. Another token gets 401 (`/file`: 404), as Telegram answers.
 //! - `getUpdates` works as Telegram's: `offset` confirms, and forgets, every update before it;
 //!   the rest are answered up to `limit`, or the call waits up to `timeout` seconds for
-//!   [`FakeTelegram::push_update`].
+//!   [`FakeTelegram::push_update`]. `allowed_updates` is recorded but not applied, so a test
+//!   can show what the adapter does with a kind of update it did not ask for.
 //! - `sendMessage` and `editMessageText` check `parse_mode=HTML` text as Telegram does (known
 //!   tags, well nested, else 400 `can't parse entities`) and its length after parsing (4096
 //!   UTF-16 code units, else 400 `message is too long`), and answer a message shaped like the

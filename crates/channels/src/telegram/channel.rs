@@ -113,7 +113,8 @@ impl TelegramChannel {
             )?,
             offsets: OffsetFile::new(&settings.state_dir, &settings.account),
             account: settings.account,
-            poll_timeout: settings.poll_timeout,
+            // `timeout=0` is short polling: the loop would call Telegram without a pause.
+            poll_timeout: settings.poll_timeout.max(Duration::from_secs(1)),
             stall_grace: settings.stall_grace,
             edited_messages: settings.edited_messages,
         })
@@ -398,6 +399,10 @@ impl Channel for TelegramChannel {
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
         let html = markdown_to_html(&message.text);
         let mut sent = SentMessage::default();
+        // Telegram refuses an empty message: a blank answer sends nothing.
+        if html.trim().is_empty() {
+            tracing::debug!(chat = %message.chat.chat_id, "telegram: a blank answer is not sent");
+        }
         for (index, part) in split_html(&html, MESSAGE_LIMIT).into_iter().enumerate() {
             let mut body = json!({
                 "chat_id": id_value(&message.chat.chat_id),

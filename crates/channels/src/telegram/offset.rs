@@ -2,10 +2,18 @@
 //!
 //! Telegram forgets an update once `getUpdates` is called with an `offset` past it; the file
 //! holds that next offset, written only once the update before it was delivered.
+//!
+//! After a week without updates Telegram numbers the next one at random, possibly below the
+//! saved offset, which would then confirm it unseen: an offset that old is not used. Nothing
+//! is lost by dropping it, as Telegram keeps unconfirmed updates for a day only.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use tokio::io::AsyncWriteExt as _;
+
+/// How long Telegram keeps numbering updates in sequence without any.
+const SEQUENCE_KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 #[derive(Debug)]
 pub(crate) struct OffsetFile {
@@ -40,6 +48,16 @@ impl OffsetFile {
                 return None;
             }
         };
+        let saved = tokio::fs::metadata(&self.path)
+            .await
+            .and_then(|metadata| metadata.modified())
+            .ok();
+        let age = saved.and_then(|saved| SystemTime::now().duration_since(saved).ok());
+        if age.is_some_and(|age| age > SEQUENCE_KEPT) {
+            tracing::info!(path = %self.path.display(),
+                "telegram: the saved update offset is over a week old; polling from the oldest update Telegram still holds");
+            return None;
+        }
         match text.trim().parse() {
             Ok(offset) => Some(offset),
             Err(_) => {
@@ -69,7 +87,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn an_offset_survives_and_a_broken_file_reads_as_none() {
+    async fn an_offset_survives_and_a_broken_or_week_old_file_reads_as_none() {
         let dir = tempfile::tempdir().unwrap();
         let file = OffsetFile::new(dir.path(), "default");
         assert_eq!(file.load().await, None);
@@ -80,7 +98,16 @@ mod tests {
             Some(43)
         );
         assert_eq!(OffsetFile::new(dir.path(), "other").load().await, None);
-        std::fs::write(dir.path().join("telegram-default.offset"), "garbage").unwrap();
+        let path = dir.path().join("telegram-default.offset");
+        let eight_days_ago = SystemTime::now() - Duration::from_secs(8 * 24 * 3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(eight_days_ago)
+            .unwrap();
+        assert_eq!(file.load().await, None);
+        std::fs::write(&path, "garbage").unwrap();
         assert_eq!(file.load().await, None);
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
