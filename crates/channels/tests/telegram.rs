@@ -413,10 +413,16 @@ async fn a_forum_topic_message_has_its_thread_and_no_bogus_reply() {
 }
 
 #[tokio::test]
-async fn an_anonymous_admin_speaks_as_the_group() {
+async fn an_anonymous_admin_speaks_as_the_group_and_a_channel_as_itself() {
     let fake = FakeTelegram::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
     fake.push_update(tg::anonymous_admin_text("pinned rules, read them"));
+    let mut post = tg::anonymous_admin_text("news");
+    let channel = json!({"id": -1001000000001i64, "title": "Crab News", "username": "crabnews", "type": "channel"});
+    post["message"]["chat"] = channel.clone();
+    post["message"]["sender_chat"] = channel;
+    post["message"].as_object_mut().unwrap().remove("from");
+    fake.push_update(json!({"channel_post": post["message"]}));
     let mut running = Running::start(settings(&fake, dir.path()));
 
     assert_eq!(
@@ -443,6 +449,20 @@ async fn an_anonymous_admin_speaks_as_the_group() {
             timestamp: 1638236631,
             edited: false,
         }
+    );
+    let post = running.message().await;
+    assert_eq!(
+        (post.chat_type, post.chat_id.as_str(), &post.sender),
+        (
+            ChatType::Channel,
+            "-1001000000001",
+            &Sender {
+                id: "-1001000000001".to_owned(),
+                username: Some("crabnews".to_owned()),
+                display_name: Some("Crab News".to_owned()),
+                is_bot: false,
+            }
+        )
     );
     running.stop().await.unwrap();
 }

@@ -892,6 +892,82 @@ mod tests {
         assert_eq!(entities_of("a / b @"), Vec::<Value>::new());
     }
 
+    #[tokio::test]
+    async fn form_bodies_query_parameters_limit_and_wrong_tokens() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::new();
+        let fake = FakeTelegram::start("1:abc").await;
+        let base = format!("{}/bot1:abc", fake.api_base());
+        let first = fake.push_update(private_text("one"));
+        fake.push_update(private_text("two"));
+        fake.push_update(private_text("three"));
+
+        let answer: Value = client
+            .get(format!("{base}/getUpdates?offset={}&limit=1", first + 1))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(answer["result"][0]["message"]["text"], "two");
+        assert_eq!(answer["result"].as_array().map(Vec::len), Some(1));
+        assert_eq!(fake.pending_update_ids(), [first + 1, first + 2]);
+
+        let form = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs([
+                ("chat_id", "-100123"),
+                ("message_thread_id", "4"),
+                ("text", "<b>hi</b> &amp; bye"),
+                ("parse_mode", "HTML"),
+                ("reply_parameters", r#"{"message_id": 9}"#),
+            ])
+            .finish();
+        let answer: Value = client
+            .post(format!("{base}/sendMessage"))
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(form)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(answer["result"]["text"], "hi & bye");
+        assert_eq!(answer["result"]["chat"]["id"], -100123);
+        assert_eq!(
+            fake.sent_messages(),
+            [SentText {
+                message_id: 2746,
+                chat_id: "-100123".to_owned(),
+                message_thread_id: Some(4),
+                text: "<b>hi</b> &amp; bye".to_owned(),
+                parse_mode: Some("HTML".to_owned()),
+                reply_to_message_id: Some(9),
+            }]
+        );
+
+        let long = client
+            .post(format!("{base}/sendMessage"))
+            .json(&json!({"chat_id": 1, "text": "x".repeat(4097)}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(long.status(), 400);
+        let wrong = client
+            .post(format!("{}/bot1:wrong/getMe", fake.api_base()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong.status(), 401);
+        let file = client
+            .get(format!("{}/file/bot1:wrong/photos/a.jpg", fake.api_base()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(file.status(), 404);
+    }
+
     #[test]
     fn html_is_checked_as_telegram_checks_it() {
         assert_eq!(

@@ -21,6 +21,7 @@ pub(crate) enum Normalized {
     Skip(&'static str),
 }
 
+/// One update as the gateway sees it, `account` being the bot account that polled it.
 pub(crate) fn normalize(
     update: &Update,
     bot: &BotIdentity,
