@@ -7,6 +7,8 @@
 
 mod channel;
 mod sink;
+#[cfg(feature = "telegram")]
+pub mod telegram;
 
 pub use channel::{Channel, ChannelCapabilities, ChannelError, SentMessage};
 pub use sink::{Delivery, InboundSink, SinkClosed, inbound_queue};

@@ -1,7 +1,7 @@
 //! Dev-only loopback fakes for nanocrab's tests: a mock LLM that speaks the real wire formats
 //! of Anthropic Messages, OpenAI Chat Completions, the OpenAI Responses API and Gemini,
-//! scripted per test and recording every request, plus access to the recorded real streams in
-//! `shared/fixtures/`.
+//! scripted per test and recording every request, a fake Telegram Bot API ([`FakeTelegram`],
+//! see [`telegram`]), plus access to the recorded real streams in `shared/fixtures/`.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -59,9 +59,11 @@ mod openai_chat;
 mod openai_responses;
 mod reply;
 mod server;
+pub mod telegram;
 
 pub use fixtures::{
     Protocol, chunks_to_sse, fixture_bytes, fixture_path, fixtures_dir, replay_list,
 };
 pub use reply::{ApiError, Part, Reply};
 pub use server::{EMBEDDING_DIMENSIONS, MockLlm, RecordedRequest};
+pub use telegram::FakeTelegram;
