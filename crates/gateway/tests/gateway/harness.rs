@@ -29,7 +29,7 @@ pub struct Harness {
     pub config: Config,
     pub channel: Arc<FakeChannel>,
     /// Channels besides `channel`.
-    pub more_channels: Vec<Arc<FakeChannel>>,
+    pub more_channels: Vec<Arc<dyn Channel>>,
     pub agent_ids: Vec<String>,
     pub access: Option<Access>,
 }
@@ -169,11 +169,18 @@ impl Harness {
             groups: BTreeMap::new(),
             require_mention: false,
         };
-        let channels = std::iter::once(&self.channel)
-            .chain(&self.more_channels)
+        let channels = self
+            .channels()
+            .iter()
             .map(|c| (c.name().to_owned(), rules.clone()))
             .collect();
         Access::new(channels, PairingStore::new(&self.state_dir()))
+    }
+
+    fn channels(&self) -> Vec<Arc<dyn Channel>> {
+        std::iter::once(Arc::clone(&self.channel) as Arc<dyn Channel>)
+            .chain(self.more_channels.iter().cloned())
+            .collect()
     }
 
     pub fn gateway(&self) -> Gateway {
@@ -182,14 +189,10 @@ impl Harness {
             .iter()
             .map(|id| (id.clone(), self.agent(id)))
             .collect();
-        let channels: Vec<Arc<dyn Channel>> = std::iter::once(&self.channel)
-            .chain(&self.more_channels)
-            .map(|c| Arc::clone(c) as Arc<dyn Channel>)
-            .collect();
         Gateway::new(
             &self.config,
             agents,
-            channels,
+            self.channels(),
             &self.state_dir(),
             self.access.clone().unwrap_or_else(|| self.open_access()),
         )

@@ -166,7 +166,7 @@ async fn a_failed_channel_is_started_again_and_a_rejected_one_stays_stopped() {
         channel: "telegram".to_owned(),
         message: "401 Unauthorized".to_owned(),
     }]);
-    harness.more_channels.push(Arc::clone(&rejected));
+    harness.more_channels.push(Arc::clone(&rejected) as _);
     let gateway = harness.start();
     let message = dm("1", "10", "still there?");
     harness.channel.deliver(message.clone()).await.unwrap();

@@ -8,3 +8,4 @@ mod harness;
 mod lifecycle;
 mod routing;
 mod server;
+mod telegram;
