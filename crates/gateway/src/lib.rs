@@ -11,6 +11,8 @@ mod chat_input;
 mod chat_turn;
 mod gateway;
 mod journal;
+mod openai_api;
+mod openai_wire;
 mod pairing;
 mod router;
 pub mod server;
@@ -20,6 +22,7 @@ mod turns;
 pub use access::{Access, AccessDecision, AccessError, AccessRules};
 pub use gateway::{Gateway, GatewayAgent, GatewayError, INBOX_FILE};
 pub use journal::{EntryId, Journal, JournalEntry, JournalError, Recorded};
+pub use openai_api::{DEFAULT_MODEL_NAME, SESSION_HEADER, openai_routes};
 pub use pairing::{
     ApprovedSender, CODE_LIFETIME_SECS, MAX_PENDING_PER_CHANNEL, PairingError, PairingOutcome,
     PairingRequest, PairingStore,

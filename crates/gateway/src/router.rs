@@ -208,7 +208,7 @@ const MAX_PART: usize = 42;
 /// hex of its UTF-8 bytes, or `++` and the first 40 hex digits of its SHA-256 when that would
 /// be too long. A plain part never holds `+` and hex never holds a second `+`, so the three
 /// forms cannot meet, and `:` never survives, so a part cannot pose as two.
-fn key_part(part: &str) -> String {
+pub(crate) fn key_part(part: &str) -> String {
     let plain = part
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '@'));

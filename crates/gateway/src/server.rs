@@ -73,7 +73,13 @@ struct Shared {
     turns: Turns,
     status: Arc<Status>,
     token: Option<Token>,
+    with_model: std::sync::OnceLock<ModelBuilder>,
 }
+
+/// Builds agent `.0` (an id) with model `.1` (`provider/model`), for API requests that name a
+/// model instead of an agent; the error says why the model cannot be used.
+pub type ModelBuilder =
+    Arc<dyn Fn(&str, &str) -> Result<Arc<nanocrab_core::Agent>, String> + Send + Sync>;
 
 impl ServerState {
     pub fn new(config: &GatewayConfig, turns: Turns, status: Arc<Status>) -> Self {
@@ -82,8 +88,20 @@ impl ServerState {
                 turns,
                 status,
                 token: Token::from_config(config.auth.token.as_deref()),
+                with_model: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Lets API requests name `provider/model`; without it such a request is a 404.
+    pub fn with_model_builder(self, builder: ModelBuilder) -> Self {
+        // Set once, while the state is being built.
+        let _ = self.shared.with_model.set(builder);
+        self
+    }
+
+    pub(crate) fn model_builder(&self) -> Option<&ModelBuilder> {
+        self.shared.with_model.get()
     }
 
     pub fn turns(&self) -> &Turns {

@@ -28,7 +28,12 @@
 //! use nanocrab_gateway::TurnRequest;
 //! use nanocrab_schema::AgentEvent;
 //!
-//! let request = TurnRequest { agent_id: "main".into(), session, input: "hi".into() };
+//! let request = TurnRequest {
+//!     agent_id: "main".into(),
+//!     session,
+//!     input: "hi".into(),
+//!     with_model: None,
+//! };
 //! let mut ticket = turns.submit(request)?; // SubmitError::QueueFull → 429
 //! while let Some(event) = ticket.events.recv().await {
 //!     if let AgentEvent::Token { text } = event {
@@ -54,7 +59,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use nanocrab_config::{GatewayConfig, QueueMode};
-use nanocrab_core::{AgentError, TurnOutcome, UserInput};
+use nanocrab_core::{Agent, AgentError, TurnOutcome, UserInput};
 use nanocrab_schema::{AgentEvent, SessionKey};
 use serde::Serialize;
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -69,12 +74,15 @@ use crate::router::Route;
 use crate::status::Event;
 
 /// One turn asked for by the HTTP API.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TurnRequest {
     /// `main` or an id of `agents.entries`.
     pub agent_id: String,
     pub session: SessionKey,
     pub input: UserInput,
+    /// The agent built with another model (an API request naming `provider/model`), run in
+    /// `agent_id`'s place for this turn; the session and its queue stay the same.
+    pub with_model: Option<Arc<Agent>>,
 }
 
 /// A submitted [`TurnRequest`]: its events as they happen, and its outcome.
@@ -170,6 +178,7 @@ enum Job {
     },
     Request {
         agent_id: String,
+        with_model: Option<Arc<Agent>>,
         input: UserInput,
         events: mpsc::UnboundedSender<AgentEvent>,
         outcome: oneshot::Sender<Result<TurnOutcome, AgentError>>,
@@ -192,6 +201,7 @@ enum Batch {
     },
     Request {
         agent_id: String,
+        with_model: Option<Arc<Agent>>,
         input: UserInput,
         events: mpsc::UnboundedSender<AgentEvent>,
         outcome: oneshot::Sender<Result<TurnOutcome, AgentError>>,
@@ -229,6 +239,7 @@ impl Turns {
         let (outcome, outcome_out) = oneshot::channel();
         let job = Job::Request {
             agent_id: request.agent_id,
+            with_model: request.with_model,
             input: request.input,
             events,
             outcome,
@@ -256,6 +267,10 @@ impl Turns {
     /// The agent ids turns can be submitted to.
     pub fn agent_ids(&self) -> impl Iterator<Item = &str> {
         self.shared.agents.keys().map(String::as_str)
+    }
+
+    pub(crate) fn agent(&self, id: &str) -> Option<&Arc<Agent>> {
+        self.shared.agents.get(id).map(|a| &a.agent)
     }
 
     /// Turns running now.
@@ -356,11 +371,13 @@ impl Shared {
         Some(match first {
             Job::Request {
                 agent_id,
+                with_model,
                 input,
                 events,
                 outcome,
             } => Batch::Request {
                 agent_id,
+                with_model,
                 input,
                 events,
                 outcome,
@@ -443,19 +460,23 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
         Batch::Messages { agent_id, .. } | Batch::Request { agent_id, .. } => agent_id,
     };
     // Checked when queued; the map never changes.
-    let Some(agent) = shared.agents.get(agent_id) else {
+    let Some(configured) = shared.agents.get(agent_id) else {
         return;
     };
-    match batch {
-        Batch::Messages { entries, .. } => shared.chats.run(agent, session, &entries).await,
+    let agent = match batch {
+        Batch::Messages { entries, .. } => {
+            shared.chats.run(configured, session, &entries).await;
+            Arc::clone(&configured.agent)
+        }
         Batch::Request {
+            with_model,
             input,
             events,
             outcome,
             ..
         } => {
+            let agent = with_model.unwrap_or_else(|| Arc::clone(&configured.agent));
             let result = agent
-                .agent
                 .run_turn(session, input, &mut |event| {
                     // The caller may have stopped listening; the turn goes on regardless.
                     let _ = events.send(event);
@@ -468,9 +489,10 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
             shared.chats.status.count(event);
             drop(events);
             let _ = outcome.send(result);
+            agent
         }
-    }
-    match agent.agent.consolidate_if_due(session).await {
+    };
+    match agent.consolidate_if_due(session).await {
         Ok(Some(report)) => tracing::info!(
             session = %session,
             "{} messages consolidated into memory",

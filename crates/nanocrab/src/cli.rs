@@ -20,6 +20,9 @@ pub enum Command {
     Onboard,
     /// Talk to the agent: one message with -m, or an interactive session without it.
     Agent(AgentArgs),
+    /// Run the channels (Telegram), the HTTP server and its OpenAI-compatible API until
+    /// Ctrl-C or SIGTERM.
+    Gateway,
     /// Inspect and reset conversation transcripts.
     Sessions {
         #[command(subcommand)]

@@ -39,6 +39,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Onboard => commands::onboard::run(&env),
         Command::Agent(args) => commands::agent::run(&env, args),
+        Command::Gateway => commands::gateway::run(&env),
         Command::Sessions { command } => commands::sessions::run(&env, command),
         Command::Status => commands::status::run(&env),
         Command::Usage(args) => commands::usage::run(&env, args),

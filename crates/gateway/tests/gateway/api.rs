@@ -12,6 +12,7 @@ fn request(session: &str, text: &str) -> TurnRequest {
         agent_id: "main".to_owned(),
         session: SessionKey::parse(session).unwrap(),
         input: UserInput::from(text),
+        with_model: None,
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod agents;
+pub mod gateway;
 pub mod memory;
 pub mod models;
 pub mod onboard;
@@ -18,6 +19,7 @@ use nanocrab_config::{Config, DEFAULT_AGENT_ID, Paths};
 use nanocrab_memory::{EmbeddingSetup, IndexSetup};
 
 /// Where this invocation reads and writes, resolved once from flags and the environment.
+#[derive(Clone)]
 pub struct Env {
     pub paths: Paths,
     pub config_path: PathBuf,

@@ -1,10 +1,12 @@
 //! End-to-end tests: the real `nanocrab` binary against the loopback mock LLM.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod gateway_process;
 mod harness;
 
 mod answers;
 mod config_errors;
+mod gateway;
 mod gemini;
 mod images;
 mod memory;

@@ -1,0 +1,134 @@
+//! `nanocrab gateway`: every agent, every configured channel and the HTTP server, until
+//! SIGINT or SIGTERM.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::Context as _;
+use nanocrab_channels::Channel;
+use nanocrab_channels::telegram::{TelegramChannel, TelegramSettings};
+use nanocrab_core::Agent;
+use nanocrab_gateway::{Access, Gateway, GatewayAgent, PairingStore, server};
+use tokio_util::sync::CancellationToken;
+
+use super::Env;
+
+/// Agents built for `provider/model` API requests, by agent id and model.
+type AgentsByModel = HashMap<(String, String), Arc<Agent>>;
+
+pub fn run(env: &Env) -> anyhow::Result<()> {
+    let config = env.load_config()?.config;
+    let mut agents = BTreeMap::new();
+    for id in config.agents.ids() {
+        let built = super::agents::build(env, &config, id, None)?;
+        agents.insert(
+            id.to_owned(),
+            GatewayAgent {
+                agent: Arc::new(built.agent),
+                workspace: built.workspace,
+            },
+        );
+    }
+    let state_dir = env.paths.state_dir();
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("cannot create {}", state_dir.display()))?;
+
+    let mut channels: Vec<Arc<dyn Channel>> = Vec::new();
+    if let Some(telegram) = config.channels.telegram.as_ref().filter(|t| t.enabled) {
+        let token = Some(telegram.token.clone())
+            .filter(|token| !token.is_empty())
+            .or_else(|| Env::var("TELEGRAM_BOT_TOKEN"))
+            .with_context(|| {
+                format!(
+                    "{}: `channels.telegram.token` is empty and TELEGRAM_BOT_TOKEN is not set; give the token BotFather made, or set \"enabled\": false",
+                    env.config_path.display()
+                )
+            })?;
+        let settings = TelegramSettings::from_config(telegram, token, state_dir.clone());
+        let channel = TelegramChannel::new(settings)
+            .with_context(|| format!("{}: `channels.telegram.proxy`", env.config_path.display()))?;
+        channels.push(Arc::new(channel));
+    }
+    for (name, section) in &config.channels.other {
+        if section.get("enabled").and_then(|e| e.as_bool()) != Some(false) {
+            tracing::warn!(
+                "channels.{name}: this nanocrab has no {name} channel yet; the section is ignored"
+            );
+        }
+    }
+    let access = Access::from_config(&config.channels, PairingStore::new(&state_dir));
+    let channel_names: Vec<String> = channels.iter().map(|c| c.name().to_owned()).collect();
+    let gateway = Gateway::new(&config, agents, channels, &state_dir, access)?;
+
+    // An API request naming `provider/model` runs the agent on that model; each agent and
+    // model pair is built once.
+    let built: Arc<Mutex<AgentsByModel>> = Arc::default();
+    let builder_env = env.clone();
+    let builder_config = config.clone();
+    let model_builder: server::ModelBuilder = Arc::new(move |id: &str, model: &str| {
+        let key = (id.to_owned(), model.to_owned());
+        let mut built = built.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(agent) = built.get(&key) {
+            return Ok(Arc::clone(agent));
+        }
+        let agent = super::agents::build(&builder_env, &builder_config, id, Some(model))
+            .map(|b| Arc::new(b.agent))
+            .map_err(|err| format!("{err:#}"))?;
+        built.insert(key, Arc::clone(&agent));
+        Ok(agent)
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = server::bind(&config.gateway).await?;
+        let address = listener.local_addr()?;
+        let state = server::ServerState::new(
+            &config.gateway,
+            gateway.turns().clone(),
+            Arc::clone(gateway.status()),
+        );
+        let app = server::app(
+            state.with_model_builder(model_builder),
+            nanocrab_gateway::openai_routes(),
+        );
+        let shutdown = CancellationToken::new();
+        let http = tokio::spawn(server::serve(listener, app, shutdown.clone()));
+        eprintln!(
+            "nanocrab gateway · channels: {} · agents: {} · listening on http://{address}",
+            if channel_names.is_empty() {
+                "none (HTTP API only)".to_owned()
+            } else {
+                channel_names.join(", ")
+            },
+            config.agents.ids().collect::<Vec<_>>().join(", "),
+        );
+        let signals = shutdown.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("stopping: finishing running turns (gateway.shutdownGrace)");
+            signals.cancel();
+        });
+        gateway.run(shutdown.clone()).await;
+        shutdown.cancel();
+        http.await.context("the HTTP server task failed")??;
+        anyhow::Ok(())
+    })
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM (service managers, `kill`).
+async fn wait_for_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(err) => {
+            tracing::warn!("cannot listen for SIGTERM ({err}); stop with Ctrl-C");
+            // Ctrl-C still works; an error listening for it means no signal will come.
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
