@@ -37,6 +37,8 @@ use crate::turns::{SubmitError, Turns};
 
 /// The journal's file in the state directory.
 pub const INBOX_FILE: &str = "gateway-inbox.jsonl";
+/// Held by the running gateway, in the state directory.
+const LOCK_FILE: &str = "gateway.lock";
 /// Finished messages remembered to recognise a redelivery; platforms redeliver only the last
 /// few unconfirmed ones after a crash.
 const REMEMBERED_MESSAGES: usize = 1000;
@@ -63,6 +65,14 @@ pub struct GatewayAgent {
 pub enum GatewayError {
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// Two gateways on one home would answer every message twice and tear the journal.
+    #[error("another nanocrab gateway is running with this home (it holds {path}); stop it first")]
+    AlreadyRunning { path: PathBuf },
+    #[error("cannot lock {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("no agent `{agent_id}` for {needed_by}: the gateway was not given it")]
     MissingAgent { agent_id: String, needed_by: String },
     #[error("the channel {channel} (account {account}) is given twice")]
@@ -70,6 +80,8 @@ pub enum GatewayError {
 }
 
 pub struct Gateway {
+    /// Held while the gateway exists: one gateway per state directory.
+    _lock: std::fs::File,
     router: Router,
     access: Access,
     channels: Vec<Arc<dyn Channel>>,
@@ -116,6 +128,20 @@ impl Gateway {
                 });
             }
         }
+        let lock_path = state_dir.join(LOCK_FILE);
+        let lock_error = |source| GatewayError::Lock {
+            path: lock_path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(state_dir).map_err(lock_error)?;
+        let lock = std::fs::File::create(&lock_path).map_err(lock_error)?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(GatewayError::AlreadyRunning { path: lock_path });
+            }
+            Err(std::fs::TryLockError::Error(source)) => return Err(lock_error(source)),
+        }
         let (journal, replay) = Journal::open(&state_dir.join(INBOX_FILE), REMEMBERED_MESSAGES)?;
         let journal = Arc::new(journal);
         let status = Arc::new(Status::new(
@@ -127,6 +153,7 @@ impl Gateway {
             status: Arc::clone(&status),
         };
         Ok(Self {
+            _lock: lock,
             router: Router::new(&config.bindings, &config.session),
             access,
             channels,

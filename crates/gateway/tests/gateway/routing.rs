@@ -92,6 +92,31 @@ async fn a_binding_to_an_agent_the_gateway_lacks_is_refused_at_start() {
 }
 
 #[tokio::test]
+async fn a_second_gateway_on_the_same_home_is_refused_while_the_first_runs() {
+    let harness = Harness::new().await;
+    let first = harness.gateway();
+    let agents = BTreeMap::from([("main".to_owned(), harness.agent("main"))]);
+    let error = nanocrab_gateway::Gateway::new(
+        &harness.config,
+        agents,
+        Vec::new(),
+        &harness.state_dir(),
+        harness.open_access(),
+    )
+    .err()
+    .unwrap();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "another nanocrab gateway is running with this home (it holds {}); stop it first",
+            harness.state_dir().join("gateway.lock").display()
+        )
+    );
+    drop(first);
+    drop(harness.gateway());
+}
+
+#[tokio::test]
 async fn denied_and_ignored_messages_reach_no_agent_and_strangers_get_a_pairing_code() {
     let mut harness = Harness::new().await;
     harness.access = Some(Access::new(
