@@ -483,3 +483,74 @@ fn the_openai_python_client_talks_to_the_gateway_unchanged() {
         "{texts:?}"
     );
 }
+
+#[test]
+fn telegram_errors_on_the_way_in_and_out_delay_the_answer_but_never_lose_it() {
+    let fake = FakeTelegram::spawn(TOKEN);
+    let home = telegram_home(&fake, json!({}));
+    // Another poller holds the bot, then Telegram throttles the poll and the answer.
+    fake.fail_next("getUpdates", 1, TelegramError::conflict());
+    fake.fail_next("getUpdates", 1, TelegramError::too_many_requests(1));
+    fake.fail_next("sendMessage", 1, TelegramError::too_many_requests(1));
+    home.mock.push(Reply::text("Got through."));
+    fake.push_update(telegram::private_text("anyone there?"));
+
+    let mut gateway = home.start_gateway();
+    gateway.eventually("the answer", |_| {
+        (!fake.sent_messages().is_empty()).then_some(())
+    });
+    assert_eq!(
+        sent_messages(&fake),
+        [sent(OWNER, "Got through.", None, None)]
+    );
+    assert_eq!(user_texts(&home.requests()), ["anyone there?"]);
+    let log = gateway.log();
+    assert!(
+        log.contains("409") || log.to_lowercase().contains("conflict"),
+        "{log}"
+    );
+    assert!(gateway.terminate().success());
+}
+
+#[test]
+fn a_bound_group_is_answered_by_its_own_agent_in_its_own_workspace() {
+    let fake = FakeTelegram::spawn(TOKEN);
+    let home = telegram_home(
+        &fake,
+        json!({ "groups": { GROUP: { "requireMention": false } } }),
+    );
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.config_path()).unwrap()).unwrap();
+    let work = home.user_home().join("work-workspace");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("AGENTS.md"), "You are the work assistant.").unwrap();
+    config["agents"]["entries"] = json!({ "work": { "workspace": work } });
+    config["bindings"] = json!([
+        { "agentId": "work", "match": { "channel": "telegram", "peer": { "kind": "group", "id": GROUP } } }
+    ]);
+    home.write_config(config);
+    home.mock.push(Reply::text("Work answer."));
+    home.mock.push(Reply::text("Main answer."));
+    fake.push_update(telegram::group_text("status of the release?"));
+
+    let mut gateway = home.start_gateway();
+    gateway.eventually("the group's answer", |_| {
+        (!fake.sent_messages().is_empty()).then_some(())
+    });
+    let system = crate::harness::system_prompt(&home.requests()[0].body);
+    assert!(system.contains("You are the work assistant."), "{system}");
+    assert!(
+        home.home()
+            .join(format!("sessions/agent:work:telegram:group:{GROUP}.jsonl"))
+            .exists()
+    );
+    // A DM is not bound: the default agent answers it.
+    fake.push_update(telegram::private_text("and you?"));
+    gateway.eventually("the DM's answer", |_| {
+        (fake.sent_messages().len() == 2).then_some(())
+    });
+    let system = crate::harness::system_prompt(&home.requests()[1].body);
+    assert!(!system.contains("You are the work assistant."), "{system}");
+    assert_eq!(sent_messages(&fake)[1].text, "Main answer.");
+    assert!(gateway.terminate().success());
+}
