@@ -43,15 +43,22 @@ pub fn openai_routes() -> Router<ServerState> {
 }
 
 async fn models(State(state): State<ServerState>) -> Json<serde_json::Value> {
-    let ids: Vec<&str> = std::iter::once(DEFAULT_MODEL_NAME)
+    Json(models_body(
+        &model_names(&state),
+        jiff::Timestamp::now().as_second(),
+    ))
+}
+
+/// The agents as models: the default one as `nanocrab`, then the entries by id.
+fn model_names(state: &ServerState) -> Vec<&str> {
+    std::iter::once(DEFAULT_MODEL_NAME)
         .chain(
             state
                 .turns()
                 .agent_ids()
                 .filter(|id| *id != DEFAULT_AGENT_ID),
         )
-        .collect();
-    Json(models_body(&ids, jiff::Timestamp::now().as_second()))
+        .collect()
 }
 
 fn error_response(err: &WireError) -> Response {
@@ -157,14 +164,6 @@ fn start_turn(
 }
 
 fn unknown_model(state: &ServerState, model: &str, why: Option<String>) -> WireError {
-    let known: Vec<&str> = std::iter::once(DEFAULT_MODEL_NAME)
-        .chain(
-            state
-                .turns()
-                .agent_ids()
-                .filter(|id| *id != DEFAULT_AGENT_ID),
-        )
-        .collect();
     WireError {
         status: 404,
         kind: "invalid_request_error",
@@ -174,7 +173,7 @@ fn unknown_model(state: &ServerState, model: &str, why: Option<String>) -> WireE
             Some(why) => format!("the model `{model}` cannot be used: {why}"),
             None => format!(
                 "the model `{model}` does not exist; use an agent ({}) or provider/model",
-                known.join(", ")
+                model_names(state).join(", ")
             ),
         },
     }

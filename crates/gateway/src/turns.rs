@@ -176,19 +176,22 @@ enum Job {
         agent_id: String,
         entry: Box<JournalEntry>,
     },
-    Request {
-        agent_id: String,
-        with_model: Option<Arc<Agent>>,
-        input: UserInput,
-        events: mpsc::UnboundedSender<AgentEvent>,
-        outcome: oneshot::Sender<Result<TurnOutcome, AgentError>>,
-    },
+    Request(ApiJob),
+}
+
+/// A submitted [`TurnRequest`] with the ends of its ticket, waiting and then running alone.
+struct ApiJob {
+    agent_id: String,
+    with_model: Option<Arc<Agent>>,
+    input: UserInput,
+    events: mpsc::UnboundedSender<AgentEvent>,
+    outcome: oneshot::Sender<Result<TurnOutcome, AgentError>>,
 }
 
 impl Job {
     fn agent_id(&self) -> &str {
         match self {
-            Self::Message { agent_id, .. } | Self::Request { agent_id, .. } => agent_id,
+            Self::Message { agent_id, .. } | Self::Request(ApiJob { agent_id, .. }) => agent_id,
         }
     }
 }
@@ -199,13 +202,7 @@ enum Batch {
         agent_id: String,
         entries: Vec<JournalEntry>,
     },
-    Request {
-        agent_id: String,
-        with_model: Option<Arc<Agent>>,
-        input: UserInput,
-        events: mpsc::UnboundedSender<AgentEvent>,
-        outcome: oneshot::Sender<Result<TurnOutcome, AgentError>>,
-    },
+    Request(ApiJob),
 }
 
 impl Turns {
@@ -237,13 +234,13 @@ impl Turns {
     pub fn submit(&self, request: TurnRequest) -> Result<TurnTicket, SubmitError> {
         let (events, events_out) = mpsc::unbounded_channel();
         let (outcome, outcome_out) = oneshot::channel();
-        let job = Job::Request {
+        let job = Job::Request(ApiJob {
             agent_id: request.agent_id,
             with_model: request.with_model,
             input: request.input,
             events,
             outcome,
-        };
+        });
         self.enqueue(request.session, job)?;
         Ok(TurnTicket {
             events: events_out,
@@ -360,7 +357,7 @@ impl Shared {
         let queue = sessions.get_mut(session)?;
         // A request whose caller went away before its turn is not worth a turn.
         queue.waiting.retain(|job| match job {
-            Job::Request { outcome, .. } => !outcome.is_closed(),
+            Job::Request(ApiJob { outcome, .. }) => !outcome.is_closed(),
             Job::Message { .. } => true,
         });
         let Some(first) = queue.waiting.pop_front() else {
@@ -369,19 +366,7 @@ impl Shared {
         };
         queue.running = true;
         Some(match first {
-            Job::Request {
-                agent_id,
-                with_model,
-                input,
-                events,
-                outcome,
-            } => Batch::Request {
-                agent_id,
-                with_model,
-                input,
-                events,
-                outcome,
-            },
+            Job::Request(job) => Batch::Request(job),
             Job::Message { agent_id, entry } => {
                 let mut entries = vec![*entry];
                 let collect = match self.mode {
@@ -457,7 +442,7 @@ async fn work(shared: Arc<Shared>, session: SessionKey) {
 
 async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
     let agent_id = match &batch {
-        Batch::Messages { agent_id, .. } | Batch::Request { agent_id, .. } => agent_id,
+        Batch::Messages { agent_id, .. } | Batch::Request(ApiJob { agent_id, .. }) => agent_id,
     };
     // Checked when queued; the map never changes.
     let Some(configured) = shared.agents.get(agent_id) else {
@@ -468,13 +453,13 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
             shared.chats.run(configured, session, &entries).await;
             Arc::clone(&configured.agent)
         }
-        Batch::Request {
+        Batch::Request(ApiJob {
             with_model,
             input,
             events,
             outcome,
             ..
-        } => {
+        }) => {
             let agent = with_model.unwrap_or_else(|| Arc::clone(&configured.agent));
             let result = agent
                 .run_turn(session, input, &mut |event| {
