@@ -436,6 +436,7 @@ fn the_openai_python_client_talks_to_the_gateway_unchanged() {
     home.write_config(config);
     home.mock.push(Reply::text("First answer."));
     home.mock.push(Reply::text("Second answer."));
+    home.mock.push(Reply::text("Third."));
     let gateway = home.start_gateway();
 
     let script =
@@ -463,13 +464,14 @@ fn the_openai_python_client_talks_to_the_gateway_unchanged() {
             "models": ["nanocrab"],
             "first": {"content": "First answer.", "finish_reason": "stop", "total_tokens": result["first"]["total_tokens"]},
             "streamed": {"content": "Second answer.", "finish_reason": "stop", "total_tokens": result["streamed"]["total_tokens"]},
+            "override": "Third.",
             "wrong_token": 401,
             "unknown_model": 404,
         })
     );
     // Same `user`, same session: the second request carried the first exchange.
     let requests = home.requests();
-    assert_eq!(requests.len(), 2);
+    assert_eq!(requests.len(), 3);
     let texts: Vec<String> = message_texts(&requests[1].body)
         .into_iter()
         .map(|(_, text)| text)
@@ -481,6 +483,29 @@ fn the_openai_python_client_talks_to_the_gateway_unchanged() {
     assert!(
         texts.iter().any(|t| t.contains("First answer.")),
         "{texts:?}"
+    );
+    assert_eq!(
+        user_texts(&requests[..2]),
+        ["first question", "second question"]
+    );
+    assert_eq!(
+        (&requests[0].body["model"], &requests[1].body["model"]),
+        (&json!("mock-model"), &json!("mock-model"))
+    );
+    // `provider/model` runs the default agent on that model; a request without `user` is a
+    // conversation of its own, seeded with the history the client sent.
+    assert_eq!(requests[2].body["model"], "other-model");
+    assert_eq!(
+        message_texts(&requests[2].body),
+        [
+            ("user".to_owned(), "earlier question".to_owned()),
+            ("assistant".to_owned(), "earlier answer".to_owned()),
+            (
+                "user".to_owned(),
+                "Instructions from the API client:\nAnswer in one word.\n\nthird question"
+                    .to_owned()
+            ),
+        ]
     );
 }
 

@@ -44,6 +44,17 @@ for chunk in stream:
             finish = choice.finish_reason
 out["streamed"] = {"content": "".join(pieces), "finish_reason": finish, "total_tokens": usage}
 
+override = client.chat.completions.create(
+    model="openai/other-model",
+    messages=[
+        {"role": "system", "content": "Answer in one word."},
+        {"role": "user", "content": "earlier question"},
+        {"role": "assistant", "content": "earlier answer"},
+        {"role": "user", "content": "third question"},
+    ],
+)
+out["override"] = override.choices[0].message.content
+
 try:
     openai.OpenAI(base_url=base_url, api_key="wrong-token", max_retries=0).models.list()
     out["wrong_token"] = "accepted"
