@@ -709,6 +709,36 @@ async fn too_many_requests_waits_as_long_as_telegram_asks() {
 }
 
 #[tokio::test]
+async fn an_answer_survives_telegram_failing_on_its_side_for_a_moment() {
+    let fake = FakeTelegram::start(TOKEN).await;
+    let dir = tempfile::tempdir().unwrap();
+    let channel = channel(settings(&fake, dir.path()));
+    let bad_gateway = TelegramError {
+        status: 502,
+        body: json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+    };
+    fake.fail_next("sendMessage", 2, bad_gateway.clone());
+    let chat = ChatRef {
+        channel: "telegram".to_owned(),
+        account: "default".to_owned(),
+        chat_id: "42".to_owned(),
+        thread_id: None,
+    };
+    let sent = channel
+        .send(&outbound(chat.clone(), "hi", None))
+        .await
+        .unwrap();
+    assert_eq!(sent.message_ids.len(), 1);
+    assert_eq!(fake.calls_of("sendMessage").len(), 3);
+
+    // A client error is not tried again: it would fail the same way.
+    fake.fail_next("sendMessage", 1, TelegramError::chat_not_found());
+    let before = fake.calls_of("sendMessage").len();
+    assert!(channel.send(&outbound(chat, "hi", None)).await.is_err());
+    assert_eq!(fake.calls_of("sendMessage").len(), before + 1);
+}
+
+#[tokio::test]
 async fn polling_recovers_from_a_stall_a_conflict_and_a_rate_limit() {
     let fake = FakeTelegram::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();

@@ -32,8 +32,8 @@ const DOWNLOAD_LIMIT: u64 = 20 * 1024 * 1024;
 /// A 429 asking for a longer pause than this fails the call instead of holding up the turn.
 const MAX_RETRY_AFTER: u64 = 60;
 
-/// How many times a call refused with 429 is tried in all.
-const RATE_LIMITED_ATTEMPTS: u32 = 4;
+/// How many times a call that failed for now (429, 5xx, no answer) is tried in all.
+const CALL_ATTEMPTS: u32 = 4;
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -147,29 +147,38 @@ impl TelegramChannel {
         }
     }
 
-    /// Calls `method`, waiting out 429s that ask for a reasonable pause.
-    async fn call_rate_limited<T: DeserializeOwned>(
+    /// Calls `method`, waiting out 429s that ask for a reasonable pause, and trying again
+    /// after a pause that doubles when Telegram could not be reached or failed on its side
+    /// (5xx): an answer is worth a rare duplicate, a lost one is not.
+    async fn call_with_retries<T: DeserializeOwned>(
         &self,
         method: &str,
         body: &Value,
     ) -> Result<T, CallError> {
         let mut attempt = 1;
         loop {
-            match self.api.call(method, body).await {
+            let pause = match self.api.call(method, body).await {
                 Err(CallError::Api {
                     status: 429,
                     retry_after,
                     ..
-                }) if attempt < RATE_LIMITED_ATTEMPTS
-                    && retry_after.unwrap_or(1) <= MAX_RETRY_AFTER =>
+                }) if attempt < CALL_ATTEMPTS && retry_after.unwrap_or(1) <= MAX_RETRY_AFTER => {
+                    retry_after.unwrap_or(1)
+                }
+                Err(ref err @ (CallError::Transport(_) | CallError::Api { .. }))
+                    if attempt < CALL_ATTEMPTS && err.status().is_none_or(|s| s >= 500) =>
                 {
-                    let pause = retry_after.unwrap_or(1);
-                    tracing::info!(method, pause, "telegram: rate limited; trying again");
-                    tokio::time::sleep(Duration::from_secs(pause)).await;
-                    attempt += 1;
+                    1 << (attempt - 1)
                 }
                 result => return result,
-            }
+            };
+            tracing::info!(
+                method,
+                pause,
+                "telegram: {method} failed for now; trying again"
+            );
+            tokio::time::sleep(Duration::from_secs(pause)).await;
+            attempt += 1;
         }
     }
 
@@ -177,7 +186,7 @@ impl TelegramChannel {
     /// Telegram cannot parse the HTML: the answer reaches the chat either way.
     async fn call_formatted(&self, method: &str, mut body: Value) -> Result<Message, CallError> {
         body["parse_mode"] = json!("HTML");
-        match self.call_rate_limited(method, &body).await {
+        match self.call_with_retries(method, &body).await {
             Err(CallError::Api {
                 status: 400,
                 description,
@@ -189,7 +198,7 @@ impl TelegramChannel {
                 if let Some(fields) = body.as_object_mut() {
                     fields.remove("parse_mode");
                 }
-                self.call_rate_limited(method, &body).await
+                self.call_with_retries(method, &body).await
             }
             result => result,
         }
@@ -436,7 +445,7 @@ impl Channel for TelegramChannel {
         if let Some(thread) = &chat.thread_id {
             body["message_thread_id"] = id_value(thread);
         }
-        self.call_rate_limited::<bool>("sendChatAction", &body)
+        self.call_with_retries::<bool>("sendChatAction", &body)
             .await
             .map(drop)
             .map_err(|err| err.into_channel_error("sendChatAction"))
@@ -484,7 +493,7 @@ impl Channel for TelegramChannel {
             "message_id": id_value(message_id),
             "reaction": [{"type": "emoji", "emoji": emoji}],
         });
-        self.call_rate_limited::<bool>("setMessageReaction", &body)
+        self.call_with_retries::<bool>("setMessageReaction", &body)
             .await
             .map(drop)
             .map_err(|err| err.into_channel_error("setMessageReaction"))
@@ -504,7 +513,7 @@ impl Channel for TelegramChannel {
             return Err(too_large(size));
         }
         let file: File = self
-            .call_rate_limited("getFile", &json!({"file_id": media.file_id}))
+            .call_with_retries("getFile", &json!({"file_id": media.file_id}))
             .await
             .map_err(|err| err.into_channel_error("getFile"))?;
         if let Some(size) = file.file_size.filter(|size| *size > DOWNLOAD_LIMIT) {
