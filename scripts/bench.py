@@ -10,6 +10,12 @@ messages and tool schemas, in characters), the last time with an OpenAI model na
 tokens are counted exactly (tiktoken). Then times `nanocrab usage` over a year of
 generated transcripts, and `nanocrab memory index` and `memory search` over a year of
 generated daily notes. Nothing leaves 127.0.0.1.
+
+    python3 scripts/bench.py --gateway [--burst] [--consolidate] [--json] ...
+
+Instead: `nanocrab gateway` (the same release binary) between an in-process fake Telegram Bot
+API and the echoing mock, its idle RSS and its RSS after 100 chats sent 100 messages each; the
+options after --gateway go to the bench (crates/nanocrab/benches/gateway_load.rs).
 """
 import argparse
 import json
@@ -60,8 +66,16 @@ def main():
                         default=Path(os.environ.get("NANOCRAB_HOME", Path.home() / ".nanocrab"))
                         / "models",
                         help="a model store with all-minilm-l6-v2, for the hybrid search figures")
-    args = parser.parse_args()
+    parser.add_argument("--gateway", action="store_true",
+                        help="only the gateway under load (gateway_load bench); other options "
+                             "are passed to it")
+    args, bench_args = parser.parse_known_args()
+    if bench_args and not args.gateway:
+        parser.error(f"unrecognized arguments: {' '.join(bench_args)}")
 
+    # First: building the bench links target/release/nanocrab to the copy cargo built for it,
+    # and the release build below links it back to the release profile's.
+    gateway_bench = build_gateway_bench() if args.gateway else None
     subprocess.run(
         ["cargo", "build", "--release", "--quiet", "-p", "nanocrab", "-p", "nanocrab-testkit",
          "--bin", "nanocrab", "--bin", "mock-llm"],
@@ -69,6 +83,9 @@ def main():
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     nanocrab = target / "release/nanocrab"
     mock_bin = target / "release/mock-llm"
+    if gateway_bench is not None:
+        status = subprocess.run([gateway_bench, "--gateway", str(nanocrab), *bench_args], cwd=ROOT)
+        sys.exit(status.returncode)
 
     with tempfile.TemporaryDirectory(prefix="nanocrab-bench-") as tmp:
         tmp = Path(tmp)
@@ -122,6 +139,24 @@ def main():
             mock.wait()
         usage_over_many_transcripts(nanocrab, tmp)
         memory_search_over_a_year_of_notes(nanocrab, tmp, args.models)
+
+
+def build_gateway_bench():
+    """The gateway_load bench's executable, built as `cargo bench` builds it; it is run against
+    the release binary (the one that ships) rather than the copy cargo builds for it."""
+    built = subprocess.run(
+        ["cargo", "bench", "--quiet", "-p", "nanocrab", "--bench", "gateway_load", "--no-run",
+         "--message-format=json"],
+        cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True)
+    bench = None
+    for line in built.stdout.splitlines():
+        message = json.loads(line)
+        if (message.get("reason") == "compiler-artifact"
+                and message["target"]["name"] == "gateway_load" and message.get("executable")):
+            bench = message["executable"]
+    if bench is None:
+        sys.exit("cargo built no gateway_load bench")
+    return bench
 
 
 def rag_mode_prompt_saving(nanocrab, tmp, port, record):

@@ -154,6 +154,13 @@ impl MockLlm {
         lock(&self.script.requests).clone()
     }
 
+    /// Every request received since the last call (or the start), which the mock then
+    /// forgets: a benchmark sending thousands of growing conversations keeps its own memory
+    /// flat this way.
+    pub fn take_requests(&self) -> Vec<RecordedRequest> {
+        std::mem::take(&mut *lock(&self.script.requests))
+    }
+
     /// The most model requests (not embeddings) the mock was answering at once, each counted
     /// from its arrival until its reply starts, the reply's delay included: with
     /// [`Reply::with_delay`], how many calls a client had open concurrently.

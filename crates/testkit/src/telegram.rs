@@ -363,6 +363,12 @@ impl FakeTelegram {
         self.state().sent.clone()
     }
 
+    /// The messages `sendMessage` accepted after the first `seen`, in order: a caller polling
+    /// for answers through thousands of them copies only what is new.
+    pub fn sent_messages_after(&self, seen: usize) -> Vec<SentText> {
+        self.state().sent.get(seen..).unwrap_or_default().to_vec()
+    }
+
     /// The last `setMyCommands` list (`Null` before any).
     pub fn commands(&self) -> Value {
         self.state().commands.clone()
