@@ -89,6 +89,10 @@ pub struct Agent {
     consolidation: Option<Consolidation>,
     /// Sessions being consolidated now: one run per session at a time.
     consolidating: std::sync::Mutex<std::collections::HashSet<SessionKey>>,
+    /// The transcript length at a session's last failed consolidation: the next try waits
+    /// until more than half a window more has come, instead of repeating the same request (and its
+    /// cost) after every turn while the model keeps failing.
+    failed_at: std::sync::Mutex<std::collections::HashMap<SessionKey, usize>>,
 }
 
 impl Agent {
@@ -108,6 +112,7 @@ impl Agent {
             memory: None,
             consolidation: None,
             consolidating: std::sync::Mutex::default(),
+            failed_at: std::sync::Mutex::default(),
         }
     }
 
@@ -282,12 +287,37 @@ impl Agent {
         if entries.len() - done <= consolidation.after_messages {
             return Ok(None);
         }
-        let limit = entries.len() - consolidation.after_messages / 2;
+        let half_window = consolidation.after_messages / 2;
+        let retry_at = self
+            .failed_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .map(|failed| failed + half_window);
+        if retry_at.is_some_and(|retry_at| entries.len() <= retry_at) {
+            return Ok(None);
+        }
+        let limit = entries.len() - half_window;
         // End where a turn starts, so a question, its tool calls and its answer stay together.
         let Some(end) = (done + 1..=limit).rev().find(|&i| entries[i].starts_turn()) else {
             return Ok(None);
         };
-        self.consolidate(key, &entries[done..end], end).await
+        let outcome = self.consolidate(key, &entries[done..end], end).await;
+        let mut failed_at = self
+            .failed_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &outcome {
+            Ok(Some(_)) => {
+                failed_at.remove(key);
+            }
+            // Another run had the session: nothing was tried here.
+            Ok(None) => {}
+            Err(_) => {
+                failed_at.insert(key.clone(), entries.len());
+            }
+        }
+        outcome
     }
 
     /// Runs one consolidation of `entries`, after which the first `done_after` entries of the
@@ -347,7 +377,9 @@ impl Agent {
             content: response.content,
         };
         let Some(call) = answer.tool_calls().find(|c| c.name == "save_memory") else {
-            return Err(ConsolidationError::NoSave(answer.text()));
+            return Err(ConsolidationError::NoSave {
+                answer_chars: answer.text().chars().count(),
+            });
         };
         let now = jiff::Zoned::now();
         if let Some(entry) = call.input["history_entry"]

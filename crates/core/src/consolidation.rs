@@ -35,8 +35,11 @@ pub enum ConsolidationError {
     Session(#[from] SessionError),
     #[error("memory consolidation: {0}")]
     Files(#[from] MemoryFileError),
-    #[error("memory consolidation: the model did not call save_memory (it answered: {0:?})")]
-    NoSave(String),
+    /// The answer's text is left out: it would put the conversation into the log.
+    #[error(
+        "memory consolidation: the model answered ({answer_chars} characters) without calling save_memory"
+    )]
+    NoSave { answer_chars: usize },
 }
 
 pub(crate) const SYSTEM_PROMPT: &str = "You consolidate a conversation into the user's long-term memory. Call save_memory exactly once; write nothing else.";

@@ -1158,13 +1158,16 @@ async fn older_turns_are_consolidated_into_the_memory_files_and_new_folds_in_the
 }
 
 #[tokio::test]
-async fn a_consolidation_without_save_memory_changes_nothing_and_is_tried_again() {
+async fn a_consolidation_without_save_memory_changes_nothing_and_is_tried_again_later() {
     let setup = setup(
         vec![
             answer("one", StopReason::EndTurn),
             answer("two", StopReason::EndTurn),
             answer("three", StopReason::EndTurn),
             answer("I'd rather chat.", StopReason::EndTurn),
+            answer("four", StopReason::EndTurn),
+            answer("five", StopReason::EndTurn),
+            save_memory("Talked a to e.", "# Memory\n"),
         ],
         40,
     );
@@ -1174,9 +1177,10 @@ async fn a_consolidation_without_save_memory_changes_nothing_and_is_tried_again(
         agent.run_turn(&setup.key, text, &mut |_| {}).await.unwrap();
     }
     let err = agent.consolidate_if_due(&setup.key).await.unwrap_err();
+    // What the model said stays out of the error, which is logged.
     assert_eq!(
         err.to_string(),
-        "memory consolidation: the model did not call save_memory (it answered: \"I'd rather chat.\")"
+        "memory consolidation: the model answered (16 characters) without calling save_memory"
     );
     assert!(!workspace.join("memory/HISTORY.md").exists());
     assert_eq!(
@@ -1187,6 +1191,28 @@ async fn a_consolidation_without_save_memory_changes_nothing_and_is_tried_again(
             .consolidated_entries,
         0
     );
+    // Not after the very next turn (more than half a window, two messages, has to come
+    // first)...
+    agent.run_turn(&setup.key, "d", &mut |_| {}).await.unwrap();
+    let requests = setup.provider.requests.lock().unwrap().len();
+    assert!(
+        agent
+            .consolidate_if_due(&setup.key)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(setup.provider.requests.lock().unwrap().len(), requests);
+    // ...but once it has.
+    agent.run_turn(&setup.key, "e", &mut |_| {}).await.unwrap();
+    assert!(
+        agent
+            .consolidate_if_due(&setup.key)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(workspace.join("memory/HISTORY.md").exists());
 }
 
 #[tokio::test]

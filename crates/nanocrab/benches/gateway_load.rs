@@ -14,8 +14,8 @@
 //! inbound journal.
 //!
 //! Memory consolidation is off (`memory.consolidateAfter: 0`): the echoing mock never calls
-//! `save_memory`, so every consolidation would fail, and a failed one is tried again after
-//! every later turn of its session. `--consolidate` leaves the default on, to see that.
+//! `save_memory`, so every consolidation would fail (and be tried again once more than half a
+//! window of messages has come). `--consolidate` leaves the default on, to see that.
 //!
 //! `--rounds N` has N rounds of new chats talk to the same gateway one after the other: what
 //! the gateway keeps of a finished conversation adds up round after round, while the memory a
