@@ -24,7 +24,51 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             config.agents.defaults.fallback_models.join(", ")
         );
     }
+    if !config.agents.entries.is_empty() {
+        println!(
+            "agents     {}",
+            config.agents.ids().collect::<Vec<_>>().join(", ")
+        );
+    }
     println!("sessions   {}", env.paths.sessions_dir().display());
+    let gateway = &config.gateway;
+    let auth = match gateway.auth.token.as_deref().map(str::trim) {
+        Some(token) if !token.is_empty() => "token set",
+        Some(_) | None => "no token: loopback clients only",
+    };
+    println!(
+        "gateway    http://{}:{} ({auth})",
+        gateway.host, gateway.port
+    );
+    match &config.channels.telegram {
+        Some(telegram) if !telegram.enabled => println!("telegram   off (enabled: false)"),
+        Some(telegram) => {
+            let token = if !telegram.token.is_empty() {
+                "token in the config"
+            } else if Env::var("TELEGRAM_BOT_TOKEN").is_some() {
+                "token from TELEGRAM_BOT_TOKEN"
+            } else {
+                "no token: set channels.telegram.token or TELEGRAM_BOT_TOKEN"
+            };
+            println!(
+                "telegram   {token}; dmPolicy {}, allowFrom {}, groups {}",
+                serde_json::to_value(telegram.dm_policy)?
+                    .as_str()
+                    .unwrap_or_default(),
+                telegram.allow_from.len(),
+                telegram.groups.len()
+            );
+        }
+        None => {}
+    }
+    for name in config.channels.other.keys() {
+        println!("{name:<10} no {name} channel in this nanocrab yet; the section is ignored");
+    }
+    let pairing = nanocrab_gateway::PairingStore::new(&env.paths.state_dir());
+    let waiting = pairing.pending(jiff::Timestamp::now().as_second())?.len();
+    if waiting > 0 {
+        println!("pairing    {waiting} waiting for approval: nanocrab pairing list");
+    }
     println!("providers");
     for status in nanocrab_provider::provider_statuses(config, &Env::var) {
         println!("  {:<11} {}", status.name, readiness(&status));

@@ -83,6 +83,32 @@ fn status_shows_config_workspace_model_and_providers() {
 }
 
 #[test]
+fn status_shows_the_gateway_and_its_channels() {
+    let home = Home::new(Wire::Anthropic);
+    let mut config = home.base_config();
+    config["channels"] = serde_json::json!({
+        "telegram": {"allowFrom": ["42"], "groups": {"-100": {}}},
+        "discord": {"enabled": true, "token": ""},
+    });
+    config["gateway"] = serde_json::json!({"auth": {"token": "gw-token"}});
+    home.write_config(config);
+    let run = home.run(
+        home.nanocrab()
+            .env("TELEGRAM_BOT_TOKEN", "123:tg-5ecret")
+            .arg("status"),
+    );
+    assert!(run.success, "{}", run.stderr);
+    assert!(!run.stdout.contains("tg-5ecret") && !run.stdout.contains("gw-token"));
+    for line in [
+        "gateway    http://127.0.0.1:18790 (token set)",
+        "telegram   token from TELEGRAM_BOT_TOKEN; dmPolicy pairing, allowFrom 1, groups 1",
+        "discord    no discord channel in this nanocrab yet; the section is ignored",
+    ] {
+        assert!(run.stdout.contains(line), "{line} missing:\n{}", run.stdout);
+    }
+}
+
+#[test]
 fn providers_list_shows_every_provider_and_its_state() {
     let home = Home::new(Wire::OpenAi);
     let run = home.run(
