@@ -101,13 +101,12 @@ fn start_turn(
         DEFAULT_MODEL_NAME | DEFAULT_AGENT_ID => (DEFAULT_AGENT_ID.to_owned(), None),
         id if turns.agent_ids().any(|known| known == id) => (id.to_owned(), None),
         model if model.contains('/') => {
-            let built = state
+            let build = state
                 .model_builder()
-                .ok_or_else(|| unknown_model(state, model, None))?(
-                DEFAULT_AGENT_ID, model
-            )
-            .map_err(|why| unknown_model(state, model, Some(why)))?;
-            (DEFAULT_AGENT_ID.to_owned(), Some(built))
+                .ok_or_else(|| unknown_model(state, model, None))?;
+            let agent = build(DEFAULT_AGENT_ID, model)
+                .map_err(|why| unknown_model(state, model, Some(why)))?;
+            (DEFAULT_AGENT_ID.to_owned(), Some(agent))
         }
         other => return Err(unknown_model(state, other, None)),
     };
