@@ -35,6 +35,7 @@ fn settings(fake: &FakeTelegram, state_dir: &Path) -> TelegramSettings {
         proxy: None,
         poll_timeout: Duration::from_secs(1),
         stall_grace: Duration::from_millis(500),
+        retry_pause: Duration::from_millis(10),
         edited_messages: EditedMessages::Ignore,
         state_dir: state_dir.to_path_buf(),
     }

@@ -52,6 +52,9 @@ pub struct TelegramSettings {
     /// How much longer than `poll_timeout` a poll may take before it is deemed stalled,
     /// abandoned and started again.
     pub stall_grace: Duration,
+    /// The first pause before a call that failed for now (no answer, 5xx) is tried again;
+    /// it doubles with each try.
+    pub retry_pause: Duration,
     pub edited_messages: EditedMessages,
     /// Where the last confirmed update offset is kept.
     pub state_dir: PathBuf,
@@ -68,6 +71,7 @@ impl TelegramSettings {
             proxy: config.proxy.clone(),
             poll_timeout: Duration::from_secs(u64::from(config.poll_timeout)),
             stall_grace: Duration::from_secs(10),
+            retry_pause: Duration::from_secs(1),
             edited_messages: config.edited_messages,
             state_dir,
         }
@@ -84,6 +88,7 @@ impl std::fmt::Debug for TelegramSettings {
             .field("proxy", &self.proxy.as_ref().map(|_| "[redacted]"))
             .field("poll_timeout", &self.poll_timeout)
             .field("stall_grace", &self.stall_grace)
+            .field("retry_pause", &self.retry_pause)
             .field("edited_messages", &self.edited_messages)
             .field("state_dir", &self.state_dir)
             .finish()
@@ -96,6 +101,7 @@ pub struct TelegramChannel {
     account: String,
     poll_timeout: Duration,
     stall_grace: Duration,
+    retry_pause: Duration,
     edited_messages: EditedMessages,
     api: BotApi,
     offsets: OffsetFile,
@@ -116,6 +122,7 @@ impl TelegramChannel {
             // `timeout=0` is short polling: the loop would call Telegram without a pause.
             poll_timeout: settings.poll_timeout.max(Duration::from_secs(1)),
             stall_grace: settings.stall_grace,
+            retry_pause: settings.retry_pause,
             edited_messages: settings.edited_messages,
         })
     }
@@ -163,21 +170,21 @@ impl TelegramChannel {
                     retry_after,
                     ..
                 }) if attempt < CALL_ATTEMPTS && retry_after.unwrap_or(1) <= MAX_RETRY_AFTER => {
-                    retry_after.unwrap_or(1)
+                    Duration::from_secs(retry_after.unwrap_or(1))
                 }
                 Err(ref err @ (CallError::Transport(_) | CallError::Api { .. }))
                     if attempt < CALL_ATTEMPTS && err.status().is_none_or(|s| s >= 500) =>
                 {
-                    1 << (attempt - 1)
+                    self.retry_pause * (1 << (attempt - 1))
                 }
                 result => return result,
             };
             tracing::info!(
                 method,
-                pause,
+                pause_ms = pause.as_millis(),
                 "telegram: {method} failed for now; trying again"
             );
-            tokio::time::sleep(Duration::from_secs(pause)).await;
+            tokio::time::sleep(pause).await;
             attempt += 1;
         }
     }

@@ -27,6 +27,7 @@ async fn a_telegram_message_is_answered_in_its_chat_and_then_confirmed_to_telegr
         proxy: None,
         poll_timeout: Duration::from_secs(1),
         stall_grace: Duration::from_secs(5),
+        retry_pause: Duration::from_millis(10),
         edited_messages: EditedMessages::Ignore,
         state_dir: harness.state_dir(),
     })
