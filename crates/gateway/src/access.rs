@@ -101,8 +101,13 @@ impl Access {
         if listed(&rules.allow_from, sender) {
             return Ok(AccessDecision::Allow);
         }
-        if rules.dm_policy == DmPolicy::Disabled {
-            return Ok(AccessDecision::Deny("direct messages are disabled"));
+        match (rules.dm_policy, rules.allow_from.is_empty()) {
+            (DmPolicy::Disabled, _) => {
+                return Ok(AccessDecision::Deny("direct messages are disabled"));
+            }
+            // Anyone may talk: the pairing file need not be read for every message.
+            (DmPolicy::Open, true) => return Ok(AccessDecision::Allow),
+            (DmPolicy::Open, false) | (DmPolicy::Pairing | DmPolicy::Allowlist, _) => {}
         }
         if self.pairing.is_approved(&message.channel, &sender.id)? {
             return Ok(AccessDecision::Allow);

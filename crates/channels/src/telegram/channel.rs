@@ -16,7 +16,7 @@ use super::offset::OffsetFile;
 use super::render::markdown_to_html;
 use super::split::{MESSAGE_LIMIT, plain_text, split_html};
 use super::types::{File, Message, Update, User};
-use crate::{Channel, ChannelCapabilities, ChannelError, InboundSink, SentMessage};
+use crate::{Channel, ChannelCapabilities, ChannelError, InboundSink, SentMessage, SinkClosed};
 
 /// The update kinds asked for; anything else Telegram might still send is skipped.
 const ALLOWED_UPDATES: [&str; 4] = [
@@ -366,6 +366,9 @@ impl Channel for TelegramChannel {
                 }
             };
             backoff.reset();
+            let confirmed = offset;
+            // Set when polling must stop after what was delivered so far is saved.
+            let mut stop = false;
             for raw in updates {
                 let update_id = raw.get("update_id").and_then(Value::as_i64);
                 match serde_json::from_value::<Update>(raw) {
@@ -375,14 +378,15 @@ impl Channel for TelegramChannel {
                                 // Shut down before the gateway took it: not confirmed, so Telegram
                                 // sends it again after the restart.
                                 let delivered = tokio::select! {
-                                    () = shutdown.cancelled() => return Ok(()),
+                                    () = shutdown.cancelled() => Err(SinkClosed),
                                     delivered = sink.deliver(*message) => delivered,
                                 };
                                 if delivered.is_err() {
                                     tracing::info!(
-                                        "telegram: the gateway stopped taking messages; polling stops"
+                                        "telegram: polling stops; updates not yet delivered come again after a restart"
                                     );
-                                    return Ok(());
+                                    stop = true;
+                                    break;
                                 }
                             }
                             Normalized::Skip(reason) => {
@@ -398,16 +402,22 @@ impl Channel for TelegramChannel {
                         tracing::warn!(?update_id, error = %err, "telegram: unreadable update skipped");
                     }
                 }
-                let Some(next) = update_id.map(|id| id + 1) else {
-                    continue;
-                };
-                if offset.is_none_or(|current| next > current) {
+                if let Some(next) = update_id.map(|id| id + 1)
+                    && offset.is_none_or(|current| next > current)
+                {
                     offset = Some(next);
-                    if let Err(err) = self.offsets.save(next).await {
-                        tracing::warn!(error = %err,
-                            "telegram: cannot save the update offset; a restart may repeat updates");
-                    }
                 }
+            }
+            // Once per batch, not per update: a crash before it only repeats updates the
+            // gateway's journal already holds, and it drops those as redeliveries.
+            if let Some(next) = offset.filter(|_| offset != confirmed)
+                && let Err(err) = self.offsets.save(next).await
+            {
+                tracing::warn!(error = %err,
+                    "telegram: cannot save the update offset; a restart may repeat updates");
+            }
+            if stop {
+                return Ok(());
             }
         }
     }

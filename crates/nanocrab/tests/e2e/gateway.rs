@@ -110,11 +110,11 @@ fn a_direct_message_is_answered_in_its_chat_and_kept_in_its_own_session() {
     );
     assert!(!fake.calls_of("sendChatAction").is_empty());
     assert!(gateway.terminate().success());
-    assert!(!gateway_log_mentions_token(&home));
+    assert!(!token_written_to_disk(&home));
 }
 
-/// The token must not appear in anything the gateway writes on disk either.
-fn gateway_log_mentions_token(home: &Home) -> bool {
+/// Whether any file of the home but the config holds the bot token.
+fn token_written_to_disk(home: &Home) -> bool {
     walk(&home.home())
         .into_iter()
         .filter(|path| path.file_name().is_some_and(|n| n != "config.json"))
