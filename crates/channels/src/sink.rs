@@ -57,29 +57,9 @@ pub fn inbound_queue(capacity: usize) -> (InboundSink, mpsc::Receiver<Delivery>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nanocrab_schema::{ChatType, Sender};
 
     fn message() -> InboundMessage {
-        InboundMessage {
-            channel: "telegram".to_owned(),
-            account: "default".to_owned(),
-            message_id: "1".to_owned(),
-            chat_id: "42".to_owned(),
-            chat_type: ChatType::Dm,
-            chat_title: None,
-            thread_id: None,
-            sender: Sender {
-                id: "42".to_owned(),
-                ..Sender::default()
-            },
-            text: "hi".to_owned(),
-            reply_to: None,
-            mentions: Vec::new(),
-            mentions_bot: false,
-            media: Vec::new(),
-            timestamp: 0,
-            edited: false,
-        }
+        nanocrab_testkit::inbound_dm("42", "1", "hi")
     }
 
     #[tokio::test]

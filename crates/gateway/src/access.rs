@@ -209,27 +209,14 @@ mod tests {
     }
 
     fn dm(sender_id: &str) -> InboundMessage {
+        let message = nanocrab_testkit::inbound_dm(sender_id, "1", "hello");
         InboundMessage {
-            channel: "telegram".to_owned(),
-            account: "default".to_owned(),
-            message_id: "1".to_owned(),
-            chat_id: sender_id.to_owned(),
-            chat_type: ChatType::Dm,
-            chat_title: None,
-            thread_id: None,
             sender: Sender {
-                id: sender_id.to_owned(),
                 username: Some("Alice_W".to_owned()),
                 display_name: Some("Alice".to_owned()),
-                is_bot: false,
+                ..message.sender.clone()
             },
-            text: "hello".to_owned(),
-            reply_to: None,
-            mentions: Vec::new(),
-            mentions_bot: false,
-            media: Vec::new(),
-            timestamp: 0,
-            edited: false,
+            ..message
         }
     }
 

@@ -303,26 +303,16 @@ mod tests {
 
     fn message(chat_type: ChatType, text: &str) -> InboundMessage {
         InboundMessage {
-            channel: "telegram".to_owned(),
-            account: "default".to_owned(),
-            message_id: "5".to_owned(),
             chat_id: "-100".to_owned(),
             chat_type,
             chat_title: Some("Crabs".to_owned()),
-            thread_id: None,
             sender: Sender {
                 id: "42".to_owned(),
                 username: Some("alice".to_owned()),
                 display_name: Some("Alice".to_owned()),
                 is_bot: false,
             },
-            text: text.to_owned(),
-            reply_to: None,
-            mentions: Vec::new(),
-            mentions_bot: false,
-            media: Vec::new(),
-            timestamp: 0,
-            edited: false,
+            ..nanocrab_testkit::inbound_dm("42", "5", text)
         }
     }
 

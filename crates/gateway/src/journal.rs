@@ -341,29 +341,12 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use nanocrab_schema::{ChatType, Sender};
     use pretty_assertions::assert_eq;
 
     fn message(chat: &str, id: &str) -> InboundMessage {
         InboundMessage {
-            channel: "telegram".to_owned(),
-            account: "default".to_owned(),
-            message_id: id.to_owned(),
-            chat_id: chat.to_owned(),
-            chat_type: ChatType::Dm,
-            chat_title: None,
-            thread_id: None,
-            sender: Sender {
-                id: chat.to_owned(),
-                ..Sender::default()
-            },
-            text: format!("message {id} in {chat}"),
-            reply_to: None,
-            mentions: Vec::new(),
-            mentions_bot: false,
-            media: Vec::new(),
             timestamp: 1_700_000_000,
-            edited: false,
+            ..nanocrab_testkit::inbound_dm(chat, id, &format!("message {id} in {chat}"))
         }
     }
 

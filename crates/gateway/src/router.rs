@@ -237,29 +237,13 @@ mod tests {
 
     use super::*;
     use nanocrab_config::PeerMatch;
-    use nanocrab_schema::Sender;
     use pretty_assertions::assert_eq;
 
     fn message(chat_type: ChatType, chat_id: &str, sender: &str) -> InboundMessage {
         InboundMessage {
-            channel: "telegram".to_owned(),
-            account: "default".to_owned(),
-            message_id: "1".to_owned(),
             chat_id: chat_id.to_owned(),
             chat_type,
-            chat_title: None,
-            thread_id: None,
-            sender: Sender {
-                id: sender.to_owned(),
-                ..Sender::default()
-            },
-            text: "hi".to_owned(),
-            reply_to: None,
-            mentions: Vec::new(),
-            mentions_bot: false,
-            media: Vec::new(),
-            timestamp: 0,
-            edited: false,
+            ..nanocrab_testkit::inbound_dm(sender, "1", "hi")
         }
     }
 

@@ -54,6 +54,7 @@
 mod anthropic;
 mod fixtures;
 mod gemini;
+mod inbound;
 pub mod models;
 mod openai_chat;
 mod openai_responses;
@@ -64,6 +65,7 @@ pub mod telegram;
 pub use fixtures::{
     Protocol, chunks_to_sse, fixture_bytes, fixture_path, fixtures_dir, replay_list,
 };
+pub use inbound::inbound_dm;
 pub use reply::{ApiError, Part, Reply};
 pub use server::{EMBEDDING_DIMENSIONS, MockLlm, RecordedRequest};
 pub use telegram::FakeTelegram;

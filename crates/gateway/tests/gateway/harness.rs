@@ -215,27 +215,14 @@ impl Harness {
 }
 
 pub fn dm(sender: &str, id: &str, text: &str) -> InboundMessage {
+    let message = nanocrab_testkit::inbound_dm(sender, id, text);
     InboundMessage {
-        channel: "telegram".to_owned(),
-        account: "default".to_owned(),
-        message_id: id.to_owned(),
-        chat_id: sender.to_owned(),
-        chat_type: ChatType::Dm,
-        chat_title: None,
-        thread_id: None,
         sender: Sender {
-            id: sender.to_owned(),
-            username: None,
             display_name: Some(format!("User {sender}")),
-            is_bot: false,
+            ..message.sender.clone()
         },
-        text: text.to_owned(),
-        reply_to: None,
-        mentions: Vec::new(),
-        mentions_bot: false,
-        media: Vec::new(),
         timestamp: 1_700_000_000,
-        edited: false,
+        ..message
     }
 }
 
