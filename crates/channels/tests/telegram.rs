@@ -41,6 +41,16 @@ fn settings(fake: &FakeTelegram, state_dir: &Path) -> TelegramSettings {
     }
 }
 
+/// A chat of the default Telegram account, in `thread` when given.
+fn chat_ref(chat_id: &str, thread: Option<&str>) -> ChatRef {
+    ChatRef {
+        channel: "telegram".to_owned(),
+        account: "default".to_owned(),
+        chat_id: chat_id.to_owned(),
+        thread_id: thread.map(str::to_owned),
+    }
+}
+
 fn channel(settings: TelegramSettings) -> Arc<TelegramChannel> {
     Arc::new(TelegramChannel::new(settings).unwrap())
 }
@@ -604,12 +614,7 @@ async fn a_long_answer_is_split_in_order_into_the_right_chat_and_thread() {
         .collect();
     let code: String = (0..150).map(|n| format!("line {n} <x>\n")).collect();
     let answer = format!("{}\n\n```text\n{code}```", paragraphs.join("\n\n"));
-    let chat = ChatRef {
-        channel: "telegram".to_owned(),
-        account: "default".to_owned(),
-        chat_id: "-1001847508954".to_owned(),
-        thread_id: Some("4".to_owned()),
-    };
+    let chat = chat_ref("-1001847508954", Some("4"));
 
     let sent = channel
         .send(&outbound(chat, &answer, Some("5")))
@@ -655,12 +660,7 @@ async fn html_telegram_cannot_parse_is_sent_again_as_plain_text() {
     let dir = tempfile::tempdir().unwrap();
     let channel = channel(settings(&fake, dir.path()));
     fake.fail_next("sendMessage", 1, TelegramError::cant_parse_entities());
-    let chat = ChatRef {
-        channel: "telegram".to_owned(),
-        account: "default".to_owned(),
-        chat_id: "42".to_owned(),
-        thread_id: None,
-    };
+    let chat = chat_ref("42", None);
     channel
         .send(&outbound(chat, "**bold** & <x>", None))
         .await
@@ -685,12 +685,7 @@ async fn too_many_requests_waits_as_long_as_telegram_asks() {
     let dir = tempfile::tempdir().unwrap();
     let channel = channel(settings(&fake, dir.path()));
     fake.fail_next("sendMessage", 1, TelegramError::too_many_requests(1));
-    let chat = ChatRef {
-        channel: "telegram".to_owned(),
-        account: "default".to_owned(),
-        chat_id: "42".to_owned(),
-        thread_id: None,
-    };
+    let chat = chat_ref("42", None);
     let start = Instant::now();
     let sent = channel
         .send(&outbound(chat.clone(), "hi", None))
@@ -719,12 +714,7 @@ async fn an_answer_survives_telegram_failing_on_its_side_for_a_moment() {
         body: json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
     };
     fake.fail_next("sendMessage", 2, bad_gateway.clone());
-    let chat = ChatRef {
-        channel: "telegram".to_owned(),
-        account: "default".to_owned(),
-        chat_id: "42".to_owned(),
-        thread_id: None,
-    };
+    let chat = chat_ref("42", None);
     let sent = channel
         .send(&outbound(chat.clone(), "hi", None))
         .await
@@ -805,12 +795,7 @@ async fn a_rejected_token_ends_run_with_unauthorized() {
 async fn the_token_is_in_no_error_message() {
     let fake = FakeTelegram::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
-    let chat = ChatRef {
-        channel: "telegram".to_owned(),
-        account: "default".to_owned(),
-        chat_id: "42".to_owned(),
-        thread_id: None,
-    };
+    let chat = chat_ref("42", None);
     let mut errors = Vec::new();
 
     let channel = channel(settings(&fake, dir.path()));
@@ -913,12 +898,7 @@ async fn typing_edit_and_react_reach_the_bot_api() {
     let fake = FakeTelegram::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
     let channel = channel(settings(&fake, dir.path()));
-    let chat = ChatRef {
-        channel: "telegram".to_owned(),
-        account: "default".to_owned(),
-        chat_id: "42".to_owned(),
-        thread_id: None,
-    };
+    let chat = chat_ref("42", None);
     assert!(channel.capabilities().edit && channel.capabilities().media);
     assert_eq!((channel.name(), channel.account()), ("telegram", "default"));
     channel.typing(&chat).await.unwrap();
