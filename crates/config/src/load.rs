@@ -472,7 +472,7 @@ mod tests {
         );
         assert_eq!(
             error(r#"{"agents": {"defaults": {"zzz": 1}}}"#),
-            "/h/config.json: unknown key `agents.defaults.zzz` (valid keys here: workspace, model, maxTokens, temperature, maxToolIterations, contextWindowTokens, fallbackModels)"
+            "/h/config.json: unknown key `agents.defaults.zzz` (valid keys here: workspace, model, maxTokens, temperature, maxToolIterations, contextWindowTokens, fallbackModels, housekeepingModel)"
         );
         assert_eq!(
             error(r#"{"providers": {"openai": {"apikey": "sk-secret"}}}"#),

@@ -226,6 +226,10 @@ impl AgentsConfig {
                 .fallback_models
                 .clone()
                 .unwrap_or_else(|| d.fallback_models.clone()),
+            housekeeping_model: entry
+                .housekeeping_model
+                .clone()
+                .or_else(|| d.housekeeping_model.clone()),
         })
     }
 
@@ -248,6 +252,8 @@ pub struct AgentEntry {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_models: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub housekeeping_model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -284,6 +290,11 @@ pub struct AgentDefaults {
     /// overload, an outage or an exhausted quota after its own retries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback_models: Vec<String>,
+    /// `provider/model` for housekeeping instead of `model`: session titles and the
+    /// consolidation of short conversations, such as `local/smollm2-135m` so they cost no
+    /// tokens. Unset: `model` does them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub housekeeping_model: Option<String>,
 }
 
 impl Default for AgentDefaults {
@@ -296,6 +307,7 @@ impl Default for AgentDefaults {
             max_tool_iterations: default_max_tool_iterations(),
             context_window_tokens: default_context_window_tokens(),
             fallback_models: Vec::new(),
+            housekeeping_model: None,
         }
     }
 }

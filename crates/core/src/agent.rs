@@ -9,7 +9,8 @@ use nanocrab_schema::{
 use nanocrab_tools::{ToolContext, ToolRegistry};
 
 use crate::consolidation::{Consolidation, ConsolidationError, ConsolidationReport};
-use crate::context::{ChannelInfo, ContextBuilder, RuntimeInfo};
+use crate::context::{ChannelInfo, ContextBuilder, PromptMode, RuntimeInfo};
+use crate::housekeeping::{Housekeeper, HousekeepingError};
 use crate::retrieval::MemoryRetrieval;
 
 /// How many times the same call (same tool, same arguments) may run in one turn; later
@@ -87,6 +88,7 @@ pub struct Agent {
     settings: AgentSettings,
     memory: Option<MemoryRetrieval>,
     consolidation: Option<Consolidation>,
+    housekeeper: Option<Housekeeper>,
     /// Sessions being consolidated now: one run per session at a time.
     consolidating: std::sync::Mutex<std::collections::HashSet<SessionKey>>,
     /// The transcript length at a session's last failed consolidation: the next try waits
@@ -111,6 +113,7 @@ impl Agent {
             settings,
             memory: None,
             consolidation: None,
+            housekeeper: None,
             consolidating: std::sync::Mutex::default(),
             failed_at: std::sync::Mutex::default(),
         }
@@ -268,6 +271,69 @@ impl Agent {
         self
     }
 
+    /// Hands session titles and the consolidation of short conversations to `model`
+    /// (`agents.defaults.housekeepingModel`).
+    pub fn with_housekeeping(mut self, model: nanocrab_provider::ResolvedModel) -> Self {
+        self.housekeeper = Some(Housekeeper::new(model));
+        self
+    }
+
+    /// Has the housekeeping model title the session once its first question is answered;
+    /// returns the new title. Without a housekeeping model, or with a title already, nothing
+    /// is asked: the first question stands in for the title.
+    pub async fn title_if_missing(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Option<String>, HousekeepingError> {
+        let Some(housekeeper) = &self.housekeeper else {
+            return Ok(None);
+        };
+        if self.store.settings(key)?.title.is_some() {
+            return Ok(None);
+        }
+        let session = self.store.load(key)?;
+        let mut messages = session.entries.iter().map(SessionEntry::message);
+        let Some(question) = messages
+            .by_ref()
+            .find(|m| m.role == Role::User && !m.text().trim().is_empty())
+        else {
+            return Ok(None);
+        };
+        let Some(answer) =
+            messages.find(|m| m.role == Role::Assistant && !m.text().trim().is_empty())
+        else {
+            return Ok(None);
+        };
+        let request = ChatRequest {
+            model: String::new(),
+            system: crate::housekeeping::TITLE_PROMPT.to_owned(),
+            messages: vec![LlmMessage::user(crate::housekeeping::title_input(
+                &question.text(),
+                &answer.text(),
+            ))],
+            tools: Vec::new(),
+            max_tokens: 24,
+            temperature: Some(0.0),
+        };
+        let (_, response) = housekeeper
+            .models
+            .chat(0, &request, &mut |_| {}, &mut |_| {})
+            .await?;
+        let text = LlmMessage {
+            role: Role::Assistant,
+            content: response.content,
+        }
+        .text();
+        let Some(title) = crate::housekeeping::clean_title(&text) else {
+            return Ok(None);
+        };
+        // Read again just before writing: a turn may have saved settings meanwhile.
+        let mut settings = self.store.settings(key)?;
+        settings.title = Some(title.clone());
+        self.store.save_settings(key, &settings)?;
+        Ok(Some(title))
+    }
+
     /// Folds the older part of the conversation into memory/HISTORY.md and MEMORY.md when
     /// more than `after_messages` of it are not yet, keeping the newest half of that window
     /// out. Meant to run after a turn has been answered, never before one.
@@ -357,21 +423,31 @@ impl Agent {
         done_after: usize,
     ) -> Result<ConsolidationReport, ConsolidationError> {
         let workspace = self.context.workspace();
+        let now = jiff::Zoned::now();
         let memory = nanocrab_memory::read_memory(workspace)?.unwrap_or_default();
+        let prompt = crate::consolidation::prompt(&memory, entries);
+        let housekeeper = self
+            .housekeeper
+            .as_ref()
+            .filter(|h| h.fits(&prompt, self.settings.context_window_tokens));
+        let models = match housekeeper {
+            Some(housekeeper) if housekeeper.calls_tools() => &housekeeper.models,
+            Some(housekeeper) => {
+                return self
+                    .summarise_into_history(housekeeper, key, entries, done_after, &now)
+                    .await;
+            }
+            None => &self.models,
+        };
         let request = ChatRequest {
             model: String::new(),
             system: crate::consolidation::SYSTEM_PROMPT.to_owned(),
-            messages: vec![LlmMessage::user(crate::consolidation::prompt(
-                &memory, entries,
-            ))],
+            messages: vec![LlmMessage::user(prompt)],
             tools: vec![crate::consolidation::save_memory_tool()],
             max_tokens: self.settings.max_tokens,
             temperature: self.settings.temperature,
         };
-        let (_, response) = self
-            .models
-            .chat(0, &request, &mut |_| {}, &mut |_| {})
-            .await?;
+        let (_, response) = models.chat(0, &request, &mut |_| {}, &mut |_| {}).await?;
         let answer = LlmMessage {
             role: Role::Assistant,
             content: response.content,
@@ -381,7 +457,6 @@ impl Agent {
                 answer_chars: answer.text().chars().count(),
             });
         };
-        let now = jiff::Zoned::now();
         if let Some(entry) = call.input["history_entry"]
             .as_str()
             .filter(|e| !e.trim().is_empty())
@@ -401,6 +476,47 @@ impl Agent {
         Ok(ConsolidationReport {
             entries: entries.len(),
             memory_changed,
+        })
+    }
+
+    /// Consolidation by a housekeeping model that cannot call tools: its summary of
+    /// `entries` becomes the dated HISTORY.md entry, and MEMORY.md stays as it is.
+    async fn summarise_into_history(
+        &self,
+        housekeeper: &Housekeeper,
+        key: &SessionKey,
+        entries: &[SessionEntry],
+        done_after: usize,
+        now: &jiff::Zoned,
+    ) -> Result<ConsolidationReport, ConsolidationError> {
+        let conversation: String = entries.iter().map(crate::consolidation::render).collect();
+        let request = ChatRequest {
+            model: String::new(),
+            system: crate::housekeeping::SUMMARY_PROMPT.to_owned(),
+            messages: vec![LlmMessage::user(conversation)],
+            tools: Vec::new(),
+            max_tokens: 400,
+            temperature: Some(0.0),
+        };
+        let (_, response) = housekeeper
+            .models
+            .chat(0, &request, &mut |_| {}, &mut |_| {})
+            .await?;
+        let summary = LlmMessage {
+            role: Role::Assistant,
+            content: response.content,
+        }
+        .text();
+        if summary.trim().is_empty() {
+            return Err(ConsolidationError::EmptySummary);
+        }
+        nanocrab_memory::append_history(self.context.workspace(), summary.trim(), now)?;
+        let mut settings = self.store.settings(key)?;
+        settings.consolidated_entries = done_after;
+        self.store.save_settings(key, &settings)?;
+        Ok(ConsolidationReport {
+            entries: entries.len(),
+            memory_changed: false,
         })
     }
 
@@ -475,17 +591,29 @@ impl Agent {
         history.push(user);
 
         // A model without tool calling gets no tools, and a prompt that says so.
-        let with_tools = self.models.primary().profile.tools;
-        let (tool_names, tools) = if with_tools {
+        let profile = self.models.primary().profile;
+        let (tool_names, tools) = if profile.tools {
             (self.tools.names(), self.tools.definitions())
         } else {
             (Vec::new(), Vec::new())
         };
-        let system = self.context.clone().with_memory_by_retrieval(rag).build(
-            &tool_names,
-            channel.as_ref(),
-            &RuntimeInfo::current(),
-        );
+        let mut context = self.context.clone().with_memory_by_retrieval(rag);
+        if profile.compact_prompt {
+            context = context.with_mode(PromptMode::Minimal);
+        }
+        let system = context.build(&tool_names, channel.as_ref(), &RuntimeInfo::current());
+        // A model with a smaller window than configured (a small local one) has the history
+        // fitted to its own, and keeps a quarter of it for the answer.
+        let (context_window, max_tokens) = match profile.context_window {
+            Some(window) => (
+                self.settings.context_window_tokens.min(window),
+                self.settings.max_tokens.min(window / 4),
+            ),
+            None => (
+                self.settings.context_window_tokens,
+                self.settings.max_tokens,
+            ),
+        };
         // What is left of the context window for history once the prompt, the tool schemas
         // and the answer are accounted for, in counted tokens. An estimate is scaled by what
         // this conversation's provider has been seen to count; an exact count is not: it
@@ -499,9 +627,8 @@ impl Agent {
                 .unwrap_or(1.0)
                 .clamp(MIN_TOKEN_RATIO, MAX_TOKEN_RATIO)
         };
-        let room = ((self.settings.context_window_tokens as usize)
-            .saturating_sub(self.settings.max_tokens as usize) as f64
-            / ratio) as usize;
+        let room =
+            ((context_window as usize).saturating_sub(max_tokens as usize) as f64 / ratio) as usize;
         let budget_with = |count: &dyn Fn(&str) -> usize| {
             let fixed = count(&system)
                 + tools
@@ -562,7 +689,7 @@ impl Agent {
                 system: system.clone(),
                 messages,
                 tools: tools.clone(),
-                max_tokens: self.settings.max_tokens,
+                max_tokens,
                 temperature: self.settings.temperature,
             };
             // Both callbacks report to the same sink; the mutex lets them share it.
@@ -638,9 +765,13 @@ impl Agent {
             // ended there, and a provider never gets back an assistant message with no text.
             let note = match (calls.is_empty(), &response.stop_reason) {
                 (false, _) => None,
+                (true, StopReason::MaxTokens) if max_tokens < self.settings.max_tokens => {
+                    Some(format!(
+                        "[The answer was cut off at the output limit ({max_tokens} tokens, a quarter of this model's context window).]"
+                    ))
+                }
                 (true, StopReason::MaxTokens) => Some(format!(
-                    "[The answer was cut off at the output limit (agents.defaults.maxTokens = {}).]",
-                    self.settings.max_tokens
+                    "[The answer was cut off at the output limit (agents.defaults.maxTokens = {max_tokens}).]"
                 )),
                 // A refusal's text is the model's explanation; without one, say what happened.
                 (true, StopReason::Refusal) if !answered => {

@@ -40,6 +40,8 @@ pub enum ConsolidationError {
         "memory consolidation: the model answered ({answer_chars} characters) without calling save_memory"
     )]
     NoSave { answer_chars: usize },
+    #[error("memory consolidation: the housekeeping model answered with an empty summary")]
+    EmptySummary,
 }
 
 pub(crate) const SYSTEM_PROMPT: &str = "You consolidate a conversation into the user's long-term memory. Call save_memory exactly once; write nothing else.";

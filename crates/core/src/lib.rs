@@ -4,10 +4,12 @@ mod agent;
 mod compaction;
 mod consolidation;
 mod context;
+mod housekeeping;
 mod retrieval;
 pub mod workspace;
 
 pub use agent::{Agent, AgentError, AgentSettings, HELP_TEXT, TurnOutcome, UserInput};
 pub use consolidation::{Consolidation, ConsolidationError, ConsolidationReport};
 pub use context::{ChannelInfo, ContextBuilder, PromptMode, RuntimeInfo};
+pub use housekeeping::HousekeepingError;
 pub use retrieval::MemoryRetrieval;

@@ -486,4 +486,7 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
         Ok(None) => {}
         Err(err) => tracing::warn!(session = %session, "memory consolidation failed: {err}"),
     }
+    if let Err(err) = agent.title_if_missing(session).await {
+        tracing::warn!(session = %session, "{err}");
+    }
 }

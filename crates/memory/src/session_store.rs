@@ -108,6 +108,10 @@ pub struct SessionSettings {
     /// learned nor applied while the model's tokens are counted exactly (OpenAI's models).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_ratio: Option<f64>,
+    /// A title the housekeeping model gave the conversation; `None`: its first question
+    /// stands in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -248,7 +252,7 @@ pub struct SessionSummary {
     pub messages: usize,
     pub created_at: Option<String>,
     pub updated_at: Option<String>,
-    /// The first user message, shortened.
+    /// The title the housekeeping model gave it, else the first user message, shortened.
     pub title: String,
 }
 
@@ -560,11 +564,17 @@ impl SessionStore {
                 .map(|e| e.message().text())
                 .find(|text| !text.trim().is_empty())
                 .unwrap_or_default();
-            let first_line = first_question.trim().lines().next().unwrap_or_default();
-            let mut title: String = first_line.chars().take(TITLE_CHARS).collect();
-            if title.len() < first_question.trim().len() {
-                title.push('…');
-            }
+            let title = match self.settings(&key)?.title {
+                Some(title) => title,
+                None => {
+                    let first_line = first_question.trim().lines().next().unwrap_or_default();
+                    let mut title: String = first_line.chars().take(TITLE_CHARS).collect();
+                    if title.len() < first_question.trim().len() {
+                        title.push('…');
+                    }
+                    title
+                }
+            };
             out.push(SessionSummary {
                 key,
                 messages: session.entries.len(),

@@ -73,6 +73,11 @@ pub struct ModelProfile {
     pub reasoning_echo: ReasoningEcho,
     pub tool_call_ids: ToolCallIds,
     pub tool_call_content: ToolCallContent,
+    /// The model's own context window when it is smaller than agents are configured for (a
+    /// small local model): history and the answer are fitted to it.
+    pub context_window: Option<u32>,
+    /// A model too small to follow the workspace files: it gets the minimal system prompt.
+    pub compact_prompt: bool,
 }
 
 impl ModelProfile {
@@ -88,6 +93,8 @@ impl ModelProfile {
         reasoning_echo: ReasoningEcho::Drop,
         tool_call_ids: ToolCallIds::Any,
         tool_call_content: ToolCallContent::Null,
+        context_window: None,
+        compact_prompt: false,
     };
 
     pub(crate) fn apply(&mut self, patch: &ProfilePatch) {

@@ -39,16 +39,20 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
                 channel: None,
             };
             runtime.block_on(agent.run_turn(&key, input, &mut |event| printer.print(event)))?;
-            runtime.block_on(consolidate(&agent, &key));
+            runtime.block_on(after_turn(&agent, &key));
             Ok(())
         }
         None => repl(env, &runtime, &agent, &key),
     }
 }
 
-/// Runs a due consolidation once the answer is out, saying on stderr what it did; a failure
-/// leaves the conversation as it was, to be tried after the next turn.
-async fn consolidate(agent: &Agent, key: &SessionKey) {
+/// Once the answer is out: a due consolidation, and a title from the housekeeping model for a
+/// new conversation, saying on stderr what was done; a failure leaves the conversation as it
+/// was, to be tried after the next turn.
+async fn after_turn(agent: &Agent, key: &SessionKey) {
+    if let Err(err) = agent.title_if_missing(key).await {
+        eprintln!("  ✗ {err}");
+    }
     match agent.consolidate_if_due(key).await {
         Ok(Some(report)) => eprintln!(
             "  ⟳ memory: {} messages consolidated into memory/HISTORY.md{}",
@@ -101,7 +105,7 @@ fn repl(
             }
         });
         match turn {
-            Some(Ok(_)) => runtime.block_on(consolidate(agent, key)),
+            Some(Ok(_)) => runtime.block_on(after_turn(agent, key)),
             Some(Err(err)) => eprintln!("error: {err:#}"),
             None => eprintln!("\n(interrupted; what was done so far is saved)"),
         }

@@ -82,6 +82,13 @@ pub fn build(
         },
     )
     .with_memory(memory);
+    let agent = match &settings.housekeeping_model {
+        Some(model) => agent.with_housekeeping(resolve(
+            model,
+            &format!("{key_prefix}.housekeepingModel"),
+        )?),
+        None => agent,
+    };
     let agent = match config.memory.consolidate_after {
         0 => agent,
         after => agent.with_consolidation(Consolidation {

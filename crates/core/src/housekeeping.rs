@@ -1,0 +1,115 @@
+//! Housekeeping: small jobs beside the conversation that `agents.defaults.housekeepingModel`
+//! does instead of the agent's model, so that they cost no tokens when it is a local one: a
+//! session's title, and the consolidation of a short stretch of conversation.
+
+use nanocrab_memory::{SessionError, TokenCounter};
+use nanocrab_provider::{ModelChain, ProviderError, ResolvedModel};
+
+pub(crate) const TITLE_PROMPT: &str =
+    "Write a title of at most six words for the conversation below. Answer with the title only.";
+
+/// For a housekeeping model without tool calling, which cannot call `save_memory`: a plain
+/// summary goes to memory/HISTORY.md, and MEMORY.md is left to the agent's model.
+pub(crate) const SUMMARY_PROMPT: &str = "Summarise the conversation below in two to five sentences for the user's history log: what happened and what was decided, with names, dates and numbers. Write only the summary.";
+
+/// Titles are cut to this many characters, like the stand-in made from the first question.
+const TITLE_CHARS: usize = 60;
+/// Each message shown to the title prompt is cut to this many characters.
+const TITLE_MESSAGE_CHARS: usize = 1_000;
+/// A consolidation is short enough for the housekeeping model when its prompt takes at most
+/// this share of the model's window, leaving the rest for the answer and the estimate's error.
+const SHORT_SHARE: f64 = 0.5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HousekeepingError {
+    #[error("session title: {0}")]
+    Provider(#[from] ProviderError),
+    #[error("session title: {0}")]
+    Session(#[from] SessionError),
+}
+
+/// The housekeeping model; it has no fallbacks, so a failure never spends tokens elsewhere.
+pub(crate) struct Housekeeper {
+    pub(crate) models: ModelChain,
+}
+
+impl Housekeeper {
+    pub(crate) fn new(model: ResolvedModel) -> Self {
+        Self {
+            models: ModelChain::new(model, Vec::new()),
+        }
+    }
+
+    pub(crate) fn calls_tools(&self) -> bool {
+        self.models.primary().profile.tools
+    }
+
+    /// Whether `prompt` is short enough for this model, whose window is its own when it says
+    /// so and `configured_window` otherwise.
+    pub(crate) fn fits(&self, prompt: &str, configured_window: u32) -> bool {
+        let model = self.models.primary();
+        let window = model.profile.context_window.unwrap_or(configured_window);
+        let tokens = TokenCounter::for_model(&model.model).count_text(prompt);
+        tokens as f64 <= f64::from(window) * SHORT_SHARE
+    }
+}
+
+/// The title prompt's conversation: the first question and its answer, each shortened.
+pub(crate) fn title_input(question: &str, answer: &str) -> String {
+    let cut = |text: &str| -> String { text.trim().chars().take(TITLE_MESSAGE_CHARS).collect() };
+    format!("user: {}\nassistant: {}", cut(question), cut(answer))
+}
+
+/// The title in a model's answer: its first line without a `Title:` label, quotes, heading
+/// marks or a final full stop, at most [`TITLE_CHARS`] characters. `None` when nothing is left.
+pub(crate) fn clean_title(answer: &str) -> Option<String> {
+    let line = answer.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let line = line.trim_start_matches('#').trim();
+    let line = line
+        .strip_prefix("Title:")
+        .or_else(|| line.strip_prefix("title:"))
+        .unwrap_or(line);
+    let line = line
+        .trim()
+        .trim_matches(|c| matches!(c, '"' | '\'' | '*' | '`' | '“' | '”'))
+        .trim_end_matches('.')
+        .trim();
+    let title: String = line.chars().take(TITLE_CHARS).collect();
+    (!title.is_empty()).then_some(title)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn titles_lose_labels_quotes_and_full_stops() {
+        let cases = [
+            ("Paris trip planning", Some("Paris trip planning")),
+            (
+                "\n  \"Paris trip planning.\"\nMore text",
+                Some("Paris trip planning"),
+            ),
+            ("Title: **Budget review**", Some("Budget review")),
+            ("# Weekly groceries", Some("Weekly groceries")),
+            ("  \n \"\" \n", None),
+        ];
+        let got: Vec<_> = cases
+            .iter()
+            .map(|(answer, _)| clean_title(answer))
+            .collect();
+        let wanted: Vec<_> = cases.iter().map(|(_, t)| t.map(str::to_owned)).collect();
+        assert_eq!(got, wanted);
+        assert_eq!(clean_title(&"x".repeat(100)).map(|t| t.len()), Some(60));
+    }
+
+    #[test]
+    fn the_title_input_shortens_each_message() {
+        let input = title_input(&"q".repeat(2_000), " the answer ");
+        assert_eq!(
+            input,
+            format!("user: {}\nassistant: the answer", "q".repeat(1_000))
+        );
+    }
+}
