@@ -66,6 +66,14 @@ pub enum ProviderError {
         "{provider} needs an endpoint: set providers.{provider}.apiBase in config.json (e.g. http://localhost:11434/v1 for Ollama)"
     )]
     MissingApiBase { provider: String },
+    /// A model of the local store could not be loaded or run.
+    #[error("local/{model}: {source}")]
+    Local {
+        model: String,
+        source: nanocrab_models::ModelError,
+    },
+    #[error("local/{model} is not a chat model (see `nanocrab models list`)")]
+    NotAChatModel { model: String },
     /// The primary model and every fallback failed; `last` is the last model's error.
     #[error("every model failed ({}); the last error: {last}", tried.join(", "))]
     AllModelsFailed {
@@ -102,6 +110,8 @@ impl ProviderError {
             | Self::UnknownProvider { .. }
             | Self::MissingKey { .. }
             | Self::MissingApiBase { .. }
+            | Self::Local { .. }
+            | Self::NotAChatModel { .. }
             | Self::AllModelsFailed { .. } => false,
         }
     }
@@ -118,11 +128,17 @@ impl ProviderError {
             Self::Api { kind, .. } => self.is_retriable() || quota(kind),
             // A stream cut off mid-answer is the provider failing, not the request.
             Self::Connect { .. } | Self::Stream { .. } => true,
+            // A local model that is missing or cannot load: another model can answer; a
+            // prompt too long for it is the agent's to compact.
+            Self::Local { source, .. } => {
+                !matches!(source, nanocrab_models::ModelError::ContextOverflow { .. })
+            }
             Self::Client { .. }
             | Self::BadModelName { .. }
             | Self::UnknownProvider { .. }
             | Self::MissingKey { .. }
             | Self::MissingApiBase { .. }
+            | Self::NotAChatModel { .. }
             | Self::AllModelsFailed { .. } => false,
         }
     }
@@ -153,6 +169,9 @@ impl ProviderError {
                 matches!(status, 400 | 413) && (says(message) || kind.as_deref().is_some_and(says))
             }
             Self::Api { kind, message, .. } => says(kind) || says(message),
+            Self::Local { source, .. } => {
+                matches!(source, nanocrab_models::ModelError::ContextOverflow { .. })
+            }
             Self::Connect { .. }
             | Self::Stream { .. }
             | Self::Client { .. }
@@ -160,6 +179,7 @@ impl ProviderError {
             | Self::UnknownProvider { .. }
             | Self::MissingKey { .. }
             | Self::MissingApiBase { .. }
+            | Self::NotAChatModel { .. }
             | Self::AllModelsFailed { .. } => false,
         }
     }
@@ -175,6 +195,8 @@ impl ProviderError {
             | Self::UnknownProvider { .. }
             | Self::MissingKey { .. }
             | Self::MissingApiBase { .. }
+            | Self::Local { .. }
+            | Self::NotAChatModel { .. }
             | Self::AllModelsFailed { .. } => None,
         }
     }
@@ -190,6 +212,8 @@ impl ProviderError {
             | Self::UnknownProvider { .. }
             | Self::MissingKey { .. }
             | Self::MissingApiBase { .. }
+            | Self::Local { .. }
+            | Self::NotAChatModel { .. }
             | Self::AllModelsFailed { .. } => {}
         }
     }

@@ -8,6 +8,7 @@ mod error;
 mod failover;
 mod gemini;
 mod http;
+mod local;
 mod openai;
 mod prepare;
 mod pricing;
@@ -21,6 +22,7 @@ mod think;
 pub use error::ProviderError;
 pub use failover::{Fallback, ModelChain};
 pub use http::RetryPolicy;
+pub use local::{DEFAULT_LOCAL_MODEL, LOCAL, LocalModels};
 pub use pricing::{ModelPrice, ModelPricing, PRICES_AS_OF, PriceSource, model_pricing};
 pub use profile::{
     MaxTokensField, ModelProfile, ModelRule, ProfilePatch, ReasoningEcho, Temperature,

@@ -7,6 +7,7 @@ use nanocrab_config::{Config, ProviderConfig};
 
 use crate::error::ProviderError;
 use crate::http::{Endpoint, HttpProvider, RetryPolicy};
+use crate::local::{LocalModels, LocalProvider};
 use crate::profile::ModelProfile;
 use crate::provider::LlmProvider;
 use crate::registry::{PROVIDERS, Protocol, ProviderSpec, detect, spec, spec_for_model};
@@ -38,7 +39,9 @@ pub fn split_model<'a>(
     model: &'a str,
     config: &Config,
 ) -> Result<(&'a str, &'a str), ProviderError> {
-    let known = |name: &str| spec(name).is_some() || config.providers.contains_key(name);
+    let known = |name: &str| {
+        name == crate::local::LOCAL || spec(name).is_some() || config.providers.contains_key(name)
+    };
     match model.split_once('/') {
         Some((provider, name)) if !provider.is_empty() && !name.is_empty() && known(provider) => {
             Ok((provider, name))
@@ -159,8 +162,18 @@ pub fn resolve_model(
     config: &Config,
     env: &dyn Fn(&str) -> Option<String>,
     retry: RetryPolicy,
+    local: &LocalModels,
 ) -> Result<ResolvedModel, ProviderError> {
     let (name, model_name) = split_model(model, config)?;
+    // `providers.local`, when a user configured one, is their endpoint and wins.
+    if name == crate::local::LOCAL && !config.providers.contains_key(name) {
+        return Ok(ResolvedModel {
+            provider: Arc::new(LocalProvider::new(local.clone())),
+            model: model_name.to_owned(),
+            label: format!("{name}/{model_name}"),
+            profile: local.profile(model_name)?,
+        });
+    }
     let route = route(name, config, env).ok_or_else(|| ProviderError::MissingApiBase {
         provider: name.to_owned(),
     })?;

@@ -19,13 +19,16 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
         anyhow::bail!("--image needs a message: nanocrab agent -m \"what is this?\" --image PATH");
     }
     let config = env.load_config()?.config;
-    let agent = super::agents::build(
+    let built = super::agents::build(
         env,
         &config,
         nanocrab_config::DEFAULT_AGENT_ID,
         args.model.as_deref(),
-    )?
-    .agent;
+    )?;
+    if let Some(notice) = &built.notice {
+        eprintln!("{notice}");
+    }
+    let agent = built.agent;
     // One thread is plenty for one conversation, and starts faster than a thread pool.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

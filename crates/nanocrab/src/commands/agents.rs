@@ -6,7 +6,8 @@ use anyhow::Context as _;
 use nanocrab_config::Config;
 use nanocrab_core::{Agent, AgentSettings, Consolidation, ContextBuilder, MemoryRetrieval};
 use nanocrab_memory::{SearchOptions, SessionStore};
-use nanocrab_provider::{ModelChain, RetryPolicy};
+use nanocrab_provider::{LOCAL, ModelChain, ProviderError, RetryPolicy};
+use nanocrab_provider::DEFAULT_LOCAL_MODEL;
 
 use super::Env;
 
@@ -14,6 +15,9 @@ use super::Env;
 pub struct BuiltAgent {
     pub agent: Agent,
     pub workspace: PathBuf,
+    /// Said once to the user: the agent answers with the local model because no provider is
+    /// configured.
+    pub notice: Option<String>,
 }
 
 /// Builds agent `id` (`main` or an `agents.entries` id), with `model` instead of its
@@ -36,13 +40,38 @@ pub fn build(
     let workspace = env.agent_workspace(config, id);
     std::fs::create_dir_all(&workspace)
         .with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
-    let resolve = |model: &str, source: &str| {
-        nanocrab_provider::resolve_model(model, config, &Env::var, RetryPolicy::default())
-            .with_context(|| format!("{source} ({})", env.config_path.display()))
+    let local = env.local_models(config)?;
+    let resolve_plain = |model: &str| {
+        nanocrab_provider::resolve_model(model, config, &Env::var, RetryPolicy::default(), &local)
     };
+    let resolve = |model: &str, source: &str| {
+        resolve_plain(model).with_context(|| format!("{source} ({})", env.config_path.display()))
+    };
+    let mut notice = None;
     let primary = match model {
         Some(model) => resolve(model, "--model")?,
-        None => resolve(&settings.model, &format!("{key_prefix}.model"))?,
+        None => match resolve_plain(&settings.model) {
+            // Nothing configured at all, as on a fresh install: the local model answers, if
+            // it is there, rather than an error about a key the user never meant to set.
+            Err(err @ ProviderError::MissingKey { .. }) if !cloud_configured(config) => {
+                let local_model = format!("{LOCAL}/{DEFAULT_LOCAL_MODEL}");
+                if !local.is_installed(DEFAULT_LOCAL_MODEL) {
+                    return Err(anyhow::Error::new(err).context(format!(
+                        "{key_prefix}.model ({}); or chat offline with the local model: \
+                         nanocrab models pull {DEFAULT_LOCAL_MODEL}",
+                        env.config_path.display()
+                    )));
+                }
+                notice = Some(format!(
+                    "no model provider is configured, so the local model {local_model} answers \
+                     (small: short answers, no tools). For a stronger model: \
+                     export ANTHROPIC_API_KEY=... or see `nanocrab providers list`."
+                ));
+                resolve(&local_model, &format!("{key_prefix}.model"))?
+            }
+            other => other
+                .with_context(|| format!("{key_prefix}.model ({})", env.config_path.display()))?,
+        },
     };
     let fallbacks = settings
         .fallback_models
@@ -96,5 +125,19 @@ pub fn build(
             backups: env.paths.state_dir().join("memory-backups"),
         }),
     };
-    Ok(BuiltAgent { agent, workspace })
+    Ok(BuiltAgent {
+        agent,
+        workspace,
+        notice,
+    })
+}
+
+/// Whether the user has configured any model provider: a `providers` entry, or a key in one
+/// of the environment variables the known providers read.
+fn cloud_configured(config: &Config) -> bool {
+    !config.providers.is_empty()
+        || nanocrab_provider::PROVIDERS
+            .iter()
+            .filter_map(|spec| spec.api_key_env)
+            .any(|var| Env::var(var).is_some())
 }

@@ -21,6 +21,9 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     let mut agents = BTreeMap::new();
     for id in config.agents.ids() {
         let built = super::agents::build(env, &config, id, None)?;
+        if let Some(notice) = &built.notice {
+            tracing::info!(agent = id, "{notice}");
+        }
         agents.insert(
             id.to_owned(),
             GatewayAgent {

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use nanocrab_config::{Config, DEFAULT_AGENT_ID, Paths};
 use nanocrab_memory::{EmbeddingSetup, IndexSetup};
+use nanocrab_provider::LocalModels;
 
 /// Where this invocation reads and writes, resolved once from flags and the environment.
 #[derive(Clone)]
@@ -24,7 +25,12 @@ pub struct Env {
     pub paths: Paths,
     pub config_path: PathBuf,
     pub user_home: Option<PathBuf>,
+    /// The local chat models, shared by every agent of the process so each loads once.
+    local_models: std::sync::OnceLock<LocalModels>,
 }
+
+/// A local model unused this long is dropped from memory, and loaded again when next asked.
+const LOCAL_MODEL_UNLOAD_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Env {
     pub fn from_process(config_flag: Option<PathBuf>) -> anyhow::Result<Self> {
@@ -34,7 +40,23 @@ impl Env {
             paths,
             config_path,
             user_home: std::env::home_dir(),
+            local_models: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The process's local chat models, over the catalogue `config` extends.
+    pub fn local_models(&self, config: &Config) -> anyhow::Result<LocalModels> {
+        if let Some(models) = self.local_models.get() {
+            return Ok(models.clone());
+        }
+        let catalogue = nanocrab_models::Catalogue::from_config(&config.models)
+            .with_context(|| format!("models.entries ({})", self.config_path.display()))?;
+        let models = LocalModels::new(
+            nanocrab_models::ModelStore::new(self.paths.models_dir()),
+            catalogue,
+            Some(LOCAL_MODEL_UNLOAD_AFTER),
+        );
+        Ok(self.local_models.get_or_init(|| models).clone())
     }
 
     /// Environment variables as the config and providers see them (`${VAR}` placeholders,
