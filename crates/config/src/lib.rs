@@ -15,4 +15,4 @@ pub use load::{Loaded, did_you_mean, load, migrate, parse};
 pub use paths::{Paths, expand_home};
 pub use routing::*;
 pub use types::*;
-pub use write::{WriteOutcome, json_schema, write_default_config};
+pub use write::{WriteOutcome, json_schema, write_config_if_missing};

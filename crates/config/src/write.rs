@@ -10,10 +10,10 @@ pub enum WriteOutcome {
     AlreadyExists,
 }
 
-/// Writes the default config to `path` unless a file is already there. The file appears whole
+/// Writes `config` to `path` unless a file is already there. The file appears whole
 /// or not at all: it is written to a temp file beside it and then hard-linked into place, and a
 /// link never replaces an existing file, even one created meanwhile.
-pub fn write_default_config(path: &Path) -> Result<WriteOutcome, ConfigError> {
+pub fn write_config_if_missing(path: &Path, config: &Config) -> Result<WriteOutcome, ConfigError> {
     let write_err = |source| ConfigError::Write {
         path: path.to_path_buf(),
         source,
@@ -23,7 +23,7 @@ pub fn write_default_config(path: &Path) -> Result<WriteOutcome, ConfigError> {
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(write_err)?;
-    let mut text = serde_json::to_string_pretty(&Config::default())
+    let mut text = serde_json::to_string_pretty(config)
         .map_err(|err| write_err(std::io::Error::other(err)))?;
     text.push('\n');
     let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(write_err)?;
@@ -52,12 +52,15 @@ mod tests {
     fn the_default_config_is_written_once_and_loads_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("nested/config.json");
-        assert_eq!(write_default_config(&path).unwrap(), WriteOutcome::Created);
+        assert_eq!(
+            write_config_if_missing(&path, &Config::default()).unwrap(),
+            WriteOutcome::Created
+        );
         let loaded = crate::load(&path, &|_| None).unwrap();
         assert_eq!(loaded.config, Config::default());
         std::fs::write(&path, "{}").unwrap();
         assert_eq!(
-            write_default_config(&path).unwrap(),
+            write_config_if_missing(&path, &Config::default()).unwrap(),
             WriteOutcome::AlreadyExists
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}");
@@ -67,7 +70,7 @@ mod tests {
 
     #[test]
     fn default_config_snapshot() {
-        insta::assert_snapshot!(serde_json::to_string_pretty(&Config::default()).unwrap());
+        insta::assert_snapshot!(serde_json::to_string_pretty(config).unwrap());
     }
 
     #[test]

@@ -1394,10 +1394,17 @@ async fn a_small_local_model_gets_the_minimal_prompt_and_an_answer_fitted_to_its
             context_window_tokens: 65_536,
         },
     );
-    run(&setup, "What is the capital of France?").await.1.unwrap();
+    run(&setup, "What is the capital of France?")
+        .await
+        .1
+        .unwrap();
     let request = &setup.provider.requests.lock().unwrap()[0];
     assert_eq!(request.max_tokens, 2_048);
-    assert!(!request.system.contains("## AGENTS.md"), "{}", request.system);
+    assert!(
+        !request.system.contains("## AGENTS.md"),
+        "{}",
+        request.system
+    );
     assert!(
         request
             .system
@@ -1466,7 +1473,11 @@ async fn the_housekeeping_model_titles_a_session_once_its_first_question_is_answ
 
 #[tokio::test]
 async fn short_consolidations_go_to_the_housekeeping_model_and_long_ones_to_the_agents() {
-    let turns = ["Ada moved.", "Plan a trip to Lisbon in May.", "Book the dentist."];
+    let turns = [
+        "Ada moved.",
+        "Plan a trip to Lisbon in May.",
+        "Book the dentist.",
+    ];
     let replies = || {
         vec![
             answer("Noted.", StopReason::EndTurn),
@@ -1482,7 +1493,10 @@ async fn short_consolidations_go_to_the_housekeeping_model_and_long_ones_to_the_
     let (agent, housekeeper) = with_housekeeper(
         &setup,
         8_192,
-        vec![answer("Ada moved; a Lisbon trip is planned for May.", StopReason::EndTurn)],
+        vec![answer(
+            "Ada moved; a Lisbon trip is planned for May.",
+            StopReason::EndTurn,
+        )],
     );
     let mut reports = Vec::new();
     for text in turns {

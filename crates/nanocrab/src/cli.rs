@@ -16,8 +16,14 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Write the default config and workspace templates (never overwrites a file).
-    Onboard,
+    /// Write the default config and workspace templates (never overwrites a file), and set
+    /// up the model: asked on a terminal; elsewhere, with no provider configured, the local
+    /// model is fetched and asked one question.
+    Onboard {
+        /// The model to answer (`provider/model`); `local/<name>` fetches that local model.
+        #[arg(long)]
+        model: Option<String>,
+    },
     /// Talk to the agent: one message with -m, or an interactive session without it.
     Agent(AgentArgs),
     /// Run the channels (Telegram), the HTTP server and its OpenAI-compatible API until

@@ -39,7 +39,7 @@ fn init_logging() {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let env = commands::Env::from_process(cli.config.clone())?;
     match cli.command {
-        Command::Onboard => commands::onboard::run(&env),
+        Command::Onboard { model } => commands::onboard::run(&env, model),
         Command::Agent(args) => commands::agent::run(&env, args),
         Command::Gateway => commands::gateway::run(&env),
         Command::Sessions { command } => commands::sessions::run(&env, command),

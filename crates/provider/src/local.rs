@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use nanocrab_models::{
-    Catalogue, ChatModel, ChatRole, ChatTurn, FinishReason, GenerateOptions, ModelError,
-    ModelKind, ModelStore,
+    Catalogue, ChatModel, ChatRole, ChatTurn, FinishReason, GenerateOptions, ModelError, ModelKind,
+    ModelStore,
 };
 use nanocrab_schema::{ContentBlock, LlmMessage, Role, StopReason, Usage};
 
@@ -76,7 +76,11 @@ impl LocalModels {
     /// What the agent should know about `local/<name>`: no tools unless its catalogue entry
     /// offers them, its own window, and the short prompt a small model can follow.
     pub fn profile(&self, name: &str) -> Result<ModelProfile, ProviderError> {
-        let spec = self.shared.catalogue.find(name).map_err(|source| local(name, source))?;
+        let spec = self
+            .shared
+            .catalogue
+            .find(name)
+            .map_err(|source| local(name, source))?;
         match spec.kind {
             ModelKind::Chat {
                 tools,
@@ -106,7 +110,11 @@ impl LocalModels {
     }
 
     fn slot(&self, name: &str) -> Arc<Slot> {
-        let mut slots = self.shared.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slots = self
+            .shared
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         slots
             .entry(name.to_owned())
             .or_insert_with(|| {
@@ -258,7 +266,10 @@ impl LlmProvider for LocalProvider {
                 })?
                 .map_err(|source| local(&name, source))?
         };
-        *slot.last_used.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        *slot
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
         drop(turn);
         if loaded_now && let Some(unload_after) = shared.unload_after {
             LocalModels::watch_idle(&slot, unload_after);

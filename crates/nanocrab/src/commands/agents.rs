@@ -6,8 +6,8 @@ use anyhow::Context as _;
 use nanocrab_config::Config;
 use nanocrab_core::{Agent, AgentSettings, Consolidation, ContextBuilder, MemoryRetrieval};
 use nanocrab_memory::{SearchOptions, SessionStore};
-use nanocrab_provider::{LOCAL, ModelChain, ProviderError, RetryPolicy};
 use nanocrab_provider::DEFAULT_LOCAL_MODEL;
+use nanocrab_provider::{LOCAL, ModelChain, ProviderError, RetryPolicy};
 
 use super::Env;
 
@@ -112,10 +112,9 @@ pub fn build(
     )
     .with_memory(memory);
     let agent = match &settings.housekeeping_model {
-        Some(model) => agent.with_housekeeping(resolve(
-            model,
-            &format!("{key_prefix}.housekeepingModel"),
-        )?),
+        Some(model) => {
+            agent.with_housekeeping(resolve(model, &format!("{key_prefix}.housekeepingModel"))?)
+        }
         None => agent,
     };
     let agent = match config.memory.consolidate_after {
@@ -134,7 +133,7 @@ pub fn build(
 
 /// Whether the user has configured any model provider: a `providers` entry, or a key in one
 /// of the environment variables the known providers read.
-fn cloud_configured(config: &Config) -> bool {
+pub fn cloud_configured(config: &Config) -> bool {
     !config.providers.is_empty()
         || nanocrab_provider::PROVIDERS
             .iter()
