@@ -9,6 +9,7 @@ mod config_errors;
 mod gateway;
 mod gemini;
 mod images;
+mod local_model;
 mod memory;
 mod models;
 mod onboard;

@@ -59,7 +59,12 @@ fn no_provider_configured_says_how_to_configure_one() {
 
     let stderr = run.stderr;
     assert!(!run.success);
-    for hint in ["ANTHROPIC_API_KEY", "onboard", "apiBase"] {
+    for hint in [
+        "ANTHROPIC_API_KEY",
+        "onboard",
+        "apiBase",
+        "chat offline with the local model: nanocrab models pull smollm2-135m",
+    ] {
         assert!(stderr.contains(hint), "missing {hint}: {stderr}");
     }
 }
