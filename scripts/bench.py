@@ -103,7 +103,7 @@ def main():
                     ("openai", f"http://127.0.0.1:{port}/v1", "gpt-4.1-mini")]:
                 home = tmp / f"{provider}-{model}"
                 env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "NANOCRAB_HOME": str(home)}
-                subprocess.run([str(nanocrab), "onboard"], env=env, check=True,
+                subprocess.run([str(nanocrab), "onboard", "--model", "anthropic/bench-model"], env=env, check=True,
                                stdout=subprocess.DEVNULL)
                 config_path = home / "config.json"
                 config = json.loads(config_path.read_text())
@@ -163,7 +163,7 @@ def rag_mode_prompt_saving(nanocrab, tmp, port, record):
     """The first request for one question with a large MEMORY.md, without and with RAG mode."""
     home = tmp / "rag"
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "NANOCRAB_HOME": str(home)}
-    subprocess.run([str(nanocrab), "onboard"], env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([str(nanocrab), "onboard", "--model", "anthropic/bench-model"], env=env, check=True, stdout=subprocess.DEVNULL)
     facts = []
     for i in range(300):
         facts.append(f"## Fact {i}\n- person{i} likes topic{i % 37}; met at place{i % 23} "
@@ -205,7 +205,7 @@ def exact_token_counts(nanocrab, tmp, port, record, runs=5):
     for model in ("bench-model", "gpt-4.1-mini"):
         home = tmp / f"tokens-{model}"
         env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "NANOCRAB_HOME": str(home)}
-        subprocess.run([str(nanocrab), "onboard"], env=env, check=True,
+        subprocess.run([str(nanocrab), "onboard", "--model", "anthropic/bench-model"], env=env, check=True,
                        stdout=subprocess.DEVNULL)
         config_path = home / "config.json"
         config = json.loads(config_path.read_text())
@@ -254,7 +254,7 @@ def memory_search_over_a_year_of_notes(nanocrab, tmp, models, days=365):
         print(f"\n(no all-minilm-l6-v2 in {models}: hybrid search not measured; "
               "`nanocrab models pull all-minilm-l6-v2` or --models DIR)")
     for mode, embeddings in modes:
-        subprocess.run([str(nanocrab), "onboard"], env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([str(nanocrab), "onboard", "--model", "anthropic/bench-model"], env=env, check=True, stdout=subprocess.DEVNULL)
         config_path = home / "config.json"
         config = json.loads(config_path.read_text())
         config["memory"] = {"embeddings": embeddings}

@@ -264,7 +264,8 @@ fn clean_command(bin: &Path, dir: &Path) -> Command {
 /// Telegram channel at the fake, open to any direct message.
 fn prepare_home(options: &Options, dir: &Path, mock: &MockLlm, fake: &FakeTelegram) {
     let onboard = clean_command(&options.gateway, dir)
-        .arg("onboard")
+        // A model named: with none and no key, onboard would fetch the local model.
+        .args(["onboard", "--model", "openai/bench-model"])
         .stdout(Stdio::null())
         .output()
         .unwrap();

@@ -18,7 +18,11 @@ fn onboard_writes_config_and_templates_and_never_overwrites() {
     std::fs::remove_file(home.config_path()).unwrap();
     let default_workspace = home.home().join("workspace");
 
-    let first = home.nanocrab().arg("onboard").output().unwrap();
+    let first = home
+        .nanocrab()
+        .args(["onboard", "--model", "openai/gpt-4.1"])
+        .output()
+        .unwrap();
     assert!(
         first.status.success(),
         "{}",
@@ -29,6 +33,7 @@ fn onboard_writes_config_and_templates_and_never_overwrites() {
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(home.config_path()).unwrap()).unwrap();
     assert_eq!(config["version"], 1);
+    assert_eq!(config["agents"]["defaults"]["model"], "openai/gpt-4.1");
     assert_eq!(config["agents"]["defaults"]["maxToolIterations"], 40);
     for file in TEMPLATES {
         let content = std::fs::read_to_string(default_workspace.join(file)).unwrap();
@@ -37,7 +42,11 @@ fn onboard_writes_config_and_templates_and_never_overwrites() {
 
     std::fs::write(default_workspace.join("SOUL.md"), "my own soul").unwrap();
     std::fs::write(home.config_path(), "{\"version\": 1}").unwrap();
-    let second = home.nanocrab().arg("onboard").output().unwrap();
+    let second = home
+        .nanocrab()
+        .args(["onboard", "--model", "openai/gpt-4.1"])
+        .output()
+        .unwrap();
     assert!(second.status.success());
     assert_eq!(
         std::fs::read_to_string(default_workspace.join("SOUL.md")).unwrap(),
