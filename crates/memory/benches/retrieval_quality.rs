@@ -136,7 +136,8 @@ fn main() {
         .join("models");
     let store = ModelStore::new(&models);
     for name in [nanocrab_memory::DEFAULT_LOCAL_MODEL] {
-        let spec = nanocrab_models::find(name).unwrap();
+        let catalogue = nanocrab_models::Catalogue::builtin();
+        let spec = catalogue.find(name).unwrap();
         if store.installed_dir(spec).is_err() {
             println!(
                 "{name}: not installed in {} (nanocrab models pull {name})",
@@ -145,7 +146,7 @@ fn main() {
             continue;
         }
         let embedder: Arc<dyn EmbeddingProvider> =
-            Arc::new(LocalEmbeddings::new(store.clone(), name.to_owned()));
+            Arc::new(LocalEmbeddings::new(store.clone(), spec.clone()));
         let started = Instant::now();
         embedder.embed(&["warm up"]).unwrap();
         let load = started.elapsed();

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nanocrab_config::{EmbeddingBackend, MemoryConfig};
-use nanocrab_models::{BertEmbedder, ModelError, ModelStore};
+use nanocrab_config::{EmbeddingBackend, MemoryConfig, ModelsConfig};
+use nanocrab_models::{BertEmbedder, Catalogue, ModelError, ModelSpec, ModelStore};
 
 /// The local model used when `memory.embeddings.model` is not set.
 pub const DEFAULT_LOCAL_MODEL: &str = "all-minilm-l6-v2";
@@ -41,9 +41,11 @@ pub enum EmbeddingSetup {
 }
 
 impl EmbeddingSetup {
-    /// `var` reads the environment, for the key's fallback (`OPENAI_API_KEY`).
+    /// `var` reads the environment, for the key's fallback (`OPENAI_API_KEY`). A local model
+    /// is looked up in the catalogue `models` makes (the built-ins and `models.entries`).
     pub fn from_config(
         config: &MemoryConfig,
+        models: &ModelsConfig,
         models_dir: PathBuf,
         var: &dyn Fn(&str) -> Option<String>,
     ) -> Self {
@@ -58,12 +60,13 @@ impl EmbeddingSetup {
                     .clone()
                     .unwrap_or_else(|| DEFAULT_LOCAL_MODEL.to_owned());
                 let store = ModelStore::new(models_dir);
-                let installed = nanocrab_models::find(&name).and_then(|spec| {
+                let installed = Catalogue::from_config(models).and_then(|catalogue| {
+                    let spec = catalogue.find(&name)?;
                     store.installed_dir(spec)?;
-                    Ok(())
+                    Ok(spec.clone())
                 });
                 match installed {
-                    Ok(()) => Self::Ready(Arc::new(LocalEmbeddings::new(store, name))),
+                    Ok(spec) => Self::Ready(Arc::new(LocalEmbeddings::new(store, spec))),
                     Err(err) => Self::KeywordOnly(err.to_string()),
                 }
             }
@@ -127,16 +130,16 @@ impl PartialEq for EmbeddingSetup {
 /// A model from the local store, loaded on first use and kept for the life of the process.
 pub struct LocalEmbeddings {
     id: String,
-    name: String,
+    spec: ModelSpec,
     store: ModelStore,
     loaded: Mutex<Option<Arc<BertEmbedder>>>,
 }
 
 impl LocalEmbeddings {
-    pub fn new(store: ModelStore, name: String) -> Self {
+    pub fn new(store: ModelStore, spec: ModelSpec) -> Self {
         Self {
-            id: format!("local:{name}"),
-            name,
+            id: format!("local:{}", spec.name),
+            spec,
             store,
             loaded: Mutex::new(None),
         }
@@ -147,7 +150,7 @@ impl LocalEmbeddings {
         if let Some(model) = slot.as_ref() {
             return Ok(model.clone());
         }
-        let model = Arc::new(BertEmbedder::from_store(&self.store, &self.name)?);
+        let model = Arc::new(BertEmbedder::from_store(&self.store, &self.spec)?);
         *slot = Some(model.clone());
         Ok(model)
     }

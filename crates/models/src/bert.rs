@@ -9,7 +9,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
-use crate::catalogue::{ModelKind, find};
+use crate::catalogue::{ModelKind, ModelSpec};
 use crate::error::ModelError;
 use crate::store::ModelStore;
 
@@ -23,12 +23,16 @@ pub struct BertEmbedder {
 }
 
 impl BertEmbedder {
-    /// Loads the installed model `name` of the catalogue from `store`.
-    pub fn from_store(store: &ModelStore, name: &str) -> Result<Self, ModelError> {
-        let spec = find(name)?;
-        let dir = store.installed_dir(spec)?;
+    /// Loads the installed embedding model `spec` from `store`.
+    pub fn from_store(store: &ModelStore, spec: &ModelSpec) -> Result<Self, ModelError> {
         match spec.kind {
-            ModelKind::Bert => Self::load(&dir, spec.max_tokens),
+            ModelKind::Embedding { max_tokens, .. } => {
+                Self::load(&store.installed_dir(spec)?, max_tokens)
+            }
+            ModelKind::Chat { .. } => Err(ModelError::Run {
+                name: spec.name.clone(),
+                detail: "a chat model, not an embedding model".to_owned(),
+            }),
         }
     }
 

@@ -2,8 +2,14 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("no model is called `{name}`; known models: {known}")]
-    Unknown { name: String, known: String },
+    #[error("no model is called `{name}`{}; known models: {known}", suggestion.as_ref().map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default())]
+    Unknown {
+        name: String,
+        known: String,
+        suggestion: Option<String>,
+    },
+    #[error("`{key}`: {detail}")]
+    Entry { key: String, detail: String },
     #[error("the model `{name}` is not installed; run `nanocrab models pull {name}`")]
     NotInstalled { name: String },
     #[error("cannot {action} {}: {source}", path.display())]
@@ -12,15 +18,48 @@ pub enum ModelError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A source could not be reached or did not have the file; the next source is tried.
+    #[error("{url}: {detail}")]
+    Unreachable { url: String, detail: String },
     #[error("package index {url}: {detail}")]
     Index { url: String, detail: String },
+    /// The bytes are not the ones pinned; the bad download was deleted.
     #[error(
-        "{url} does not match its published digest (sha256 {expected}, got {actual}); nothing was installed"
+        "{what} does not match its digest (sha256 {expected}, got {actual}); it was deleted and nothing was installed"
     )]
     Digest {
-        url: String,
+        what: String,
         expected: String,
         actual: String,
+    },
+    /// The hub describes a file other than the one pinned: a moved branch, or a wrong entry.
+    #[error(
+        "{url}: the hub says the file's {what} is {hub}, but the catalogue pins {pinned}; nothing was downloaded"
+    )]
+    Pinned {
+        url: String,
+        what: String,
+        hub: String,
+        pinned: String,
+    },
+    /// A file placed by hand is not the one pinned; it is left where it is.
+    #[error(
+        "{} is not the file pinned for {model} (expected {expected}, got {actual}); remove or replace it and pull again",
+        path.display()
+    )]
+    PlacedByHand {
+        model: String,
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    #[error("cannot fetch `{name}`: every source failed:\n{failures}\n{by_hand}")]
+    Unavailable {
+        name: String,
+        /// One line per source.
+        failures: String,
+        /// How to install it by hand.
+        by_hand: String,
     },
     #[error("{}: {detail}", path.display())]
     Files { path: PathBuf, detail: String },

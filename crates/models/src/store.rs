@@ -1,11 +1,11 @@
 //! `$NANOCRAB_HOME/models/`: one folder per installed model, named as in the catalogue, with
 //! a `manifest.json` written last. A folder without a manifest is an install that did not
-//! finish and does not count.
+//! finish and does not count. Downloads in progress, and files placed there by hand, are in
+//! `models/.downloads/`.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
 use crate::catalogue::ModelSpec;
 use crate::error::ModelError;
@@ -22,7 +22,8 @@ pub struct ModelStore {
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
     pub name: String,
-    /// The package and version, or the model it was distilled from.
+    /// Where the files came from: the wheel and its index, the hub repository and commit, or
+    /// "placed by hand".
     pub source: String,
     pub files: Vec<ManifestFile>,
     pub installed_at: String,
@@ -56,20 +57,44 @@ impl ModelStore {
         &self.dir
     }
 
+    /// Where downloads grow (`<file>.incomplete`) and where a file fetched by hand is put.
+    pub fn downloads(&self) -> PathBuf {
+        self.dir.join(".downloads")
+    }
+
     /// The folder of `spec` when it is installed.
     pub fn installed_dir(&self, spec: &ModelSpec) -> Result<PathBuf, ModelError> {
-        let dir = self.dir.join(spec.name);
+        let dir = self.dir.join(&spec.name);
         if dir.join(MANIFEST).is_file() {
             Ok(dir)
         } else {
             Err(ModelError::NotInstalled {
-                name: spec.name.to_owned(),
+                name: spec.name.clone(),
             })
         }
     }
 
+    /// The install of `spec` when it holds the files the catalogue pins: the manifest says so
+    /// and each file on disk has its size. (Hashing 100 MB again on every pull would make a
+    /// no-op slow; the digests were checked when the files arrived.)
+    pub fn current(&self, spec: &ModelSpec) -> Result<Option<InstalledModel>, ModelError> {
+        let Some(installed) = self.installed(spec)? else {
+            return Ok(None);
+        };
+        let pinned = spec.files.iter().all(|file| {
+            installed
+                .manifest
+                .files
+                .iter()
+                .any(|m| m.name == file.name && m.size == file.size && m.sha256 == file.sha256)
+                && std::fs::metadata(installed.dir.join(&file.name))
+                    .is_ok_and(|meta| meta.len() == file.size)
+        });
+        Ok(pinned.then_some(installed))
+    }
+
     pub fn installed(&self, spec: &ModelSpec) -> Result<Option<InstalledModel>, ModelError> {
-        let dir = self.dir.join(spec.name);
+        let dir = self.dir.join(&spec.name);
         let path = dir.join(MANIFEST);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
@@ -106,36 +131,18 @@ impl ModelStore {
             })
     }
 
-    /// Writes the manifest of the files in `staging` and moves it into place as `spec`'s
-    /// folder, replacing an older install only at the very end.
+    /// Writes the manifest of `files` (checked on their way in) into `staging` and moves it
+    /// into place as `spec`'s folder, replacing an older install only at the very end.
     pub(crate) fn install(
         &self,
         spec: &ModelSpec,
         staging: tempfile::TempDir,
         source: String,
+        mut files: Vec<ManifestFile>,
     ) -> Result<InstalledModel, ModelError> {
-        let mut files = Vec::new();
-        let entries = std::fs::read_dir(staging.path()).map_err(|source| ModelError::Io {
-            action: "list",
-            path: staging.path().to_path_buf(),
-            source,
-        })?;
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let bytes = std::fs::read(&path).map_err(|source| ModelError::Io {
-                action: "read",
-                path: path.clone(),
-                source,
-            })?;
-            files.push(ManifestFile {
-                name: entry.file_name().to_string_lossy().into_owned(),
-                size: bytes.len() as u64,
-                sha256: hex(&Sha256::digest(&bytes)),
-            });
-        }
         files.sort_by(|a, b| a.name.cmp(&b.name));
         let manifest = Manifest {
-            name: spec.name.to_owned(),
+            name: spec.name.clone(),
             source,
             files,
             installed_at: jiff::Timestamp::now().to_string(),
@@ -150,7 +157,7 @@ impl ModelStore {
             path: manifest_path,
             source,
         })?;
-        let target = self.dir.join(spec.name);
+        let target = self.dir.join(&spec.name);
         // The old folder moves aside first (a rename cannot replace a non-empty folder) and is
         // deleted only once the new one is in place; if that fails, it moves back.
         let old = self.dir.join(format!(".{}-replaced", spec.name));
@@ -186,7 +193,7 @@ impl ModelStore {
 
     /// Deletes an installed model; `false` when it was not installed.
     pub fn remove(&self, spec: &ModelSpec) -> Result<bool, ModelError> {
-        let dir = self.dir.join(spec.name);
+        let dir = self.dir.join(&spec.name);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(true),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -197,8 +204,4 @@ impl ModelStore {
             }),
         }
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -54,6 +54,7 @@
 mod anthropic;
 mod fixtures;
 mod gemini;
+pub mod hub;
 mod inbound;
 pub mod models;
 mod openai_chat;

@@ -205,6 +205,14 @@ pub fn tiny_bert_files() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// The sha256 of `bytes`, lowercase hex, as the catalogue pins files.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A wheel (a zip file) holding `files` under `prefix`.
 pub fn wheel(prefix: &str, files: &[(&str, Vec<u8>)]) -> Vec<u8> {
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
@@ -230,10 +238,27 @@ pub struct IndexedFile {
 }
 
 /// A package index on 127.0.0.1 speaking PyPI's JSON API (`GET /pypi/<package>/json`) and
-/// serving the files it lists (`GET /files/<filename>`). Stops when dropped.
+/// serving the files it lists (`GET /files/<filename>`, whole: it ignores `Range`, as some
+/// mirrors do). Records the path of every request. Stops when dropped.
 pub struct PackageIndex {
     addr: SocketAddr,
+    state: IndexState,
     _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+struct IndexShared {
+    addr: SocketAddr,
+    files: Vec<IndexedFile>,
+    requests: std::sync::Mutex<Vec<String>>,
+}
+
+impl IndexShared {
+    fn record(&self, path: String) {
+        self.requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(path);
+    }
 }
 
 impl PackageIndex {
@@ -251,12 +276,17 @@ impl PackageIndex {
                     .expect("package index: bind");
                 let addr = listener.local_addr().expect("package index: address");
                 let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                let state = Arc::new(IndexShared {
+                    addr,
+                    files,
+                    requests: std::sync::Mutex::new(Vec::new()),
+                });
                 let app = Router::new()
                     .route("/pypi/{package}/json", axum::routing::get(project))
                     .route("/files/{filename}", axum::routing::get(file))
-                    .with_state(Arc::new((addr, files)));
+                    .with_state(state.clone());
                 handover
-                    .send((addr, stop))
+                    .send((addr, state, stop))
                     .expect("package index: handover");
                 axum::serve(listener, app)
                     .with_graceful_shutdown(async move {
@@ -266,8 +296,21 @@ impl PackageIndex {
                     .expect("package index: serve");
             });
         });
-        let (addr, stop) = handle.recv().expect("package index: thread died");
-        Self { addr, _stop: stop }
+        let (addr, state, stop) = handle.recv().expect("package index: thread died");
+        Self {
+            addr,
+            state,
+            _stop: stop,
+        }
+    }
+
+    /// The path of every request so far, in order.
+    pub fn requests(&self) -> Vec<String> {
+        self.state
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// What `models.indexUrl` should be: `http://127.0.0.1:PORT`.
@@ -276,18 +319,17 @@ impl PackageIndex {
     }
 }
 
-type IndexState = Arc<(SocketAddr, Vec<IndexedFile>)>;
+type IndexState = Arc<IndexShared>;
 
 async fn project(State(state): State<IndexState>, Path(package): Path<String>) -> Response {
-    let (addr, files) = state.as_ref();
+    state.record(format!("/pypi/{package}/json"));
+    let (addr, files) = (&state.addr, &state.files);
     let mut releases = serde_json::Map::new();
     for file in files.iter().filter(|f| f.package == package) {
-        let sha256 = file.published_sha256.clone().unwrap_or_else(|| {
-            Sha256::digest(&file.bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect()
-        });
+        let sha256 = file
+            .published_sha256
+            .clone()
+            .unwrap_or_else(|| sha256_hex(&file.bytes));
         let entry = releases
             .entry(file.version.clone())
             .or_insert_with(|| Value::Array(Vec::new()));
@@ -308,7 +350,8 @@ async fn project(State(state): State<IndexState>, Path(package): Path<String>) -
 }
 
 async fn file(State(state): State<IndexState>, Path(filename): Path<String>) -> Response {
-    match state.1.iter().find(|f| f.filename == filename) {
+    state.record(format!("/files/{filename}"));
+    match state.files.iter().find(|f| f.filename == filename) {
         Some(file) => file.bytes.clone().into_response(),
         None => (StatusCode::NOT_FOUND, "Not Found").into_response(),
     }
