@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nanocrab_config::{EmbeddingBackend, MemoryConfig, ModelsConfig};
-use nanocrab_models::{BertEmbedder, Catalogue, ModelError, ModelSpec, ModelStore};
+use nanocrab_models::{BertEmbedder, Catalogue, ModelError, ModelKind, ModelSpec, ModelStore};
 
 /// The local model used when `memory.embeddings.model` is not set.
 pub const DEFAULT_LOCAL_MODEL: &str = "all-minilm-l6-v2";
@@ -66,7 +66,14 @@ impl EmbeddingSetup {
                     Ok(spec.clone())
                 });
                 match installed {
-                    Ok(spec) => Self::Ready(Arc::new(LocalEmbeddings::new(store, spec))),
+                    Ok(spec) => match spec.kind {
+                        ModelKind::Embedding { .. } => {
+                            Self::Ready(Arc::new(LocalEmbeddings::new(store, spec)))
+                        }
+                        ModelKind::Chat { .. } => Self::KeywordOnly(format!(
+                            "memory.embeddings.model `{name}` is a chat model, not an embedding model"
+                        )),
+                    },
                     Err(err) => Self::KeywordOnly(err.to_string()),
                 }
             }

@@ -362,3 +362,92 @@ fn remote_embeddings_speak_the_openai_wire_and_never_echo_the_key() {
         .unwrap();
     assert_eq!(paths(&results), vec!["memory/2026-03-01.md"]);
 }
+
+/// A local model is found through the catalogue the config makes, so a user's entry works;
+/// a chat model is not taken for an embedding model.
+#[test]
+fn local_embeddings_find_a_user_entry_of_the_catalogue() {
+    use nanocrab_config::{MemoryConfig, ModelsConfig};
+    use nanocrab_models::{Catalogue, Endpoints, ModelStore};
+    use nanocrab_testkit::models::{sha256_hex, tiny_bert_files};
+    use serde_json::json;
+
+    let dir = tempfile::tempdir().unwrap();
+    let models_dir = dir.path().join("models");
+    let entry = |kind: &str, files: &[(&str, Vec<u8>)]| {
+        let mut entry = json!({
+            "kind": kind,
+            "files": files.iter().map(|(name, bytes)| json!({
+                "name": name, "size": bytes.len(), "sha256": sha256_hex(bytes)
+            })).collect::<Vec<_>>(),
+            "sources": [{"huggingFace": {"repo": "acme/none", "revision": "main"}}],
+        });
+        match kind {
+            "chat" => entry["contextTokens"] = json!(512),
+            _ => entry["dimensions"] = json!(8),
+        }
+        entry
+    };
+    let gguf = vec![("tiny.gguf", b"GGUF and not much else".to_vec())];
+    let models: ModelsConfig = serde_json::from_value(json!({"entries": {
+        "my-bert": entry("embedding", &tiny_bert_files()),
+        "tiny-chat": entry("chat", &gguf),
+    }}))
+    .unwrap();
+    let setup = |name: &str| {
+        let memory: MemoryConfig =
+            serde_json::from_value(json!({"embeddings": {"model": name}})).unwrap();
+        EmbeddingSetup::from_config(&memory, &models, models_dir.clone(), &|_| None)
+    };
+    assert_eq!(
+        setup("my-bert"),
+        EmbeddingSetup::KeywordOnly(
+            "the model `my-bert` is not installed; run `nanocrab models pull my-bert`".to_owned()
+        )
+    );
+
+    // Installed from files placed by hand: no server is asked.
+    let store = ModelStore::new(&models_dir);
+    let catalogue = Catalogue::from_config(&models).unwrap();
+    let offline = Endpoints {
+        index_url: "http://127.0.0.1:9".to_owned(),
+        hub_url: "http://127.0.0.1:9".to_owned(),
+    };
+    std::fs::create_dir_all(store.downloads()).unwrap();
+    for (name, bytes) in tiny_bert_files().into_iter().chain(gguf) {
+        std::fs::write(store.downloads().join(name), bytes).unwrap();
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for name in ["my-bert", "tiny-chat"] {
+        runtime
+            .block_on(nanocrab_models::pull(
+                &store,
+                catalogue.find(name).unwrap(),
+                &offline,
+                &mut |_| {},
+            ))
+            .unwrap();
+    }
+
+    let ready = setup("my-bert");
+    assert_eq!(
+        ready.provider().map(|p| p.id().to_owned()),
+        Some("local:my-bert".to_owned())
+    );
+    let vectors = ready
+        .provider()
+        .unwrap()
+        .embed(&["dentist on tuesday"])
+        .unwrap();
+    assert_eq!(vectors[0].len(), 8);
+    assert_eq!(
+        setup("tiny-chat"),
+        EmbeddingSetup::KeywordOnly(
+            "memory.embeddings.model `tiny-chat` is a chat model, not an embedding model"
+                .to_owned()
+        )
+    );
+}

@@ -214,7 +214,8 @@ impl Shown {
                     None => indicatif::ProgressBar::no_length(),
                 };
                 let style = indicatif::ProgressStyle::with_template(
-                    "  {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}, {eta}",
+                    // The bar takes what the terminal's width leaves, so a line never wraps.
+                    "  {msg} [{wide_bar}] {decimal_bytes}/{decimal_total_bytes} {eta}",
                 )
                 .map(|style| style.progress_chars("=> "))
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
@@ -241,8 +242,10 @@ impl Shown {
     }
 
     fn finish(&mut self) {
+        // The bar gives way to a plain line: a bar left drawn has no line end of its own.
         if let Some(bar) = self.bar.take() {
-            bar.finish();
+            bar.finish_and_clear();
+            eprintln!("  {}: {}", self.file, megabytes(bar.position()));
         }
     }
 }
