@@ -70,7 +70,7 @@ mod tests {
 
     #[test]
     fn default_config_snapshot() {
-        insta::assert_snapshot!(serde_json::to_string_pretty(config).unwrap());
+        insta::assert_snapshot!(serde_json::to_string_pretty(&Config::default()).unwrap());
     }
 
     #[test]

@@ -109,6 +109,23 @@ impl LocalModels {
             .is_ok_and(|spec| self.shared.store.installed_dir(spec).is_ok())
     }
 
+    /// Whether `name` is in memory now.
+    pub fn is_loaded(&self, name: &str) -> bool {
+        let slot = self
+            .shared
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned();
+        slot.is_some_and(|slot| {
+            slot.model
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+        })
+    }
+
     fn slot(&self, name: &str) -> Arc<Slot> {
         let mut slots = self
             .shared

@@ -313,8 +313,23 @@ mod tests {
         serde_json::from_value(value).unwrap()
     }
 
+    /// Local models over a store that is never read.
+    fn no_local_models() -> LocalModels {
+        LocalModels::new(
+            nanocrab_models::ModelStore::new("/nonexistent/models"),
+            nanocrab_models::Catalogue::builtin(),
+            None,
+        )
+    }
+
     fn resolve_err(model: &str, config: &Config) -> String {
-        match resolve_model(model, config, &|_| None, RetryPolicy::default()) {
+        match resolve_model(
+            model,
+            config,
+            &|_| None,
+            RetryPolicy::default(),
+            &no_local_models(),
+        ) {
             Ok(_) => panic!("{model} resolved"),
             Err(err) => err.to_string(),
         }
@@ -365,6 +380,7 @@ mod tests {
             &Config::default(),
             &env,
             RetryPolicy::default(),
+            &no_local_models(),
         )
         .unwrap();
         assert_eq!(
@@ -391,14 +407,21 @@ mod tests {
             "claude-proxy": {"apiBase": "http://10.0.0.3", "api": "anthropic-messages"},
             "custom": {"apiBase": "http://h/v1", "apiKey": "sk-or-v1-x"},
         }}));
-        let plain =
-            resolve_model("myproxy/qwen3", &config, &|_| None, RetryPolicy::default()).unwrap();
+        let plain = resolve_model(
+            "myproxy/qwen3",
+            &config,
+            &|_| None,
+            RetryPolicy::default(),
+            &no_local_models(),
+        )
+        .unwrap();
         assert_eq!(plain.profile, ModelProfile::GENERIC);
         let work = resolve_model(
             "work/anthropic/claude-sonnet-4.5",
             &config,
             &|_| None,
             RetryPolicy::default(),
+            &no_local_models(),
         )
         .unwrap();
         assert!(work.profile.prompt_caching, "recognised as OpenRouter");

@@ -147,6 +147,7 @@ async fn chat(
         &config(provider, base),
         &|_| None,
         fast(),
+        &no_local_models(),
     )
     .unwrap();
     let mut streamed = String::new();
@@ -224,6 +225,7 @@ async fn an_unreachable_server_names_the_url() {
             max_retries: 0,
             ..fast()
         },
+        &no_local_models(),
     )
     .unwrap();
     let err = resolved
@@ -236,4 +238,13 @@ async fn an_unreachable_server_names_the_url() {
         err.starts_with("openai: cannot reach http://127.0.0.1:9/v1/chat/completions: "),
         "{err}"
     );
+}
+
+/// Local models over a store that is never read: these tests resolve HTTP providers only.
+fn no_local_models() -> nanocrab_provider::LocalModels {
+    nanocrab_provider::LocalModels::new(
+        nanocrab_models::ModelStore::new("/nonexistent/models"),
+        nanocrab_models::Catalogue::builtin(),
+        None,
+    )
 }

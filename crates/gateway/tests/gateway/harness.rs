@@ -138,6 +138,12 @@ impl Harness {
                 max_retries: 0,
                 ..RetryPolicy::default()
             },
+            // Never read: the gateway's agents here answer through the mock LLM.
+            &nanocrab_provider::LocalModels::new(
+                nanocrab_models::ModelStore::new(self.dir.path().join("models")),
+                nanocrab_models::Catalogue::builtin(),
+                None,
+            ),
         )
         .unwrap();
         let workspace = self.workspace(id);

@@ -7,6 +7,8 @@ use nanocrab_models::{
     Catalogue, Endpoints, InstalledModel, ModelKind, ModelSource, ModelSpec, ModelStore, Progress,
 };
 
+use nanocrab_config::Config;
+
 use super::Env;
 use crate::cli::ModelsCommand;
 
@@ -34,37 +36,7 @@ pub fn run(env: &Env, command: ModelsCommand) -> anyhow::Result<()> {
                 }
             }
         }
-        ModelsCommand::Pull { name, force } => {
-            let spec = catalogue.find(&name)?;
-            if !force && let Some(installed) = store.current(spec)? {
-                println!(
-                    "{} is already installed in {} (--force fetches it again)",
-                    spec.name,
-                    installed.dir.display()
-                );
-                return Ok(());
-            }
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let mut shown = Shown::new(std::io::stderr().is_terminal());
-            let installed = runtime
-                .block_on(nanocrab_models::fetch(
-                    &store,
-                    spec,
-                    &endpoints,
-                    &mut |progress| shown.update(progress),
-                ))
-                .with_context(|| format!("cannot install {}", spec.name));
-            shown.finish();
-            let installed = installed?;
-            println!(
-                "installed {} in {}\n  from {}",
-                spec.name,
-                installed.dir.display(),
-                installed.manifest.source
-            );
-        }
+        ModelsCommand::Pull { name, force } => pull(env, &config, &name, force)?,
         ModelsCommand::Rm { name } => {
             let spec = catalogue.find(&name)?;
             if store.remove(spec)? {
@@ -81,6 +53,44 @@ pub fn run(env: &Env, command: ModelsCommand) -> anyhow::Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Installs model `name` unless it is installed already (or `force`), showing progress on
+/// stderr; `onboard` uses it too.
+pub fn pull(env: &Env, config: &Config, name: &str, force: bool) -> anyhow::Result<()> {
+    let catalogue = Catalogue::from_config(&config.models)?;
+    let endpoints = Endpoints::from_config(&config.models);
+    let store = ModelStore::new(env.paths.models_dir());
+    let spec = catalogue.find(name)?;
+    if !force && let Some(installed) = store.current(spec)? {
+        println!(
+            "{} is already installed in {} (--force fetches it again)",
+            spec.name,
+            installed.dir.display()
+        );
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut shown = Shown::new(std::io::stderr().is_terminal());
+    let installed = runtime
+        .block_on(nanocrab_models::fetch(
+            &store,
+            spec,
+            &endpoints,
+            &mut |progress| shown.update(progress),
+        ))
+        .with_context(|| format!("cannot install {}", spec.name));
+    shown.finish();
+    let installed = installed?;
+    println!(
+        "installed {} in {}\n  from {}",
+        spec.name,
+        installed.dir.display(),
+        installed.manifest.source
+    );
     Ok(())
 }
 

@@ -60,5 +60,9 @@ fn with_no_provider_onboard_sets_up_the_local_model_and_it_answers() {
     );
     assert!(home.requests().is_empty(), "the mock LLM was never asked");
     // The transcript records which model answered.
-    assert!(home.transcript().contains("local/smollm2-135m"), "{}", home.transcript());
+    assert!(
+        home.transcript().contains("local/smollm2-135m"),
+        "{}",
+        home.transcript()
+    );
 }
