@@ -67,16 +67,17 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// Downloads `url` to `target`, resuming `target.incomplete` when a previous run left one.
 /// A lost connection keeps what arrived (the error says to pull again); bytes that do not
-/// match `expected` are deleted.
+/// match `expected` are deleted. Errors name `shown` (a CDN's signed address means nothing
+/// to the user; the hub's does).
 pub(crate) async fn download(
     client: &reqwest::Client,
-    url: &str,
+    (url, shown): (&str, &str),
     target: &Path,
     expected: &Expected,
     progress: &mut dyn FnMut(u64, Option<u64>, u64),
 ) -> Result<Downloaded, ModelError> {
     let unreachable = |detail: String| ModelError::Unreachable {
-        url: url.to_owned(),
+        url: shown.to_owned(),
         detail,
     };
     if let Some(dir) = target.parent() {
@@ -185,7 +186,7 @@ pub(crate) async fn download(
     if actual != expected.sha256 {
         let _ = std::fs::remove_file(&partial);
         return Err(ModelError::Digest {
-            what: url.to_owned(),
+            what: shown.to_owned(),
             expected: expected.sha256.clone(),
             actual,
         });

@@ -21,8 +21,6 @@ pub enum ModelError {
     /// A source could not be reached or did not have the file; the next source is tried.
     #[error("{url}: {detail}")]
     Unreachable { url: String, detail: String },
-    #[error("package index {url}: {detail}")]
-    Index { url: String, detail: String },
     /// The bytes are not the ones pinned; the bad download was deleted.
     #[error(
         "{what} does not match its digest (sha256 {expected}, got {actual}); it was deleted and nothing was installed"
@@ -73,4 +71,24 @@ pub enum ModelError {
         max_tokens: usize,
         context_tokens: usize,
     },
+}
+
+impl ModelError {
+    /// Whether the next source is worth trying: this one could not be reached or did not have
+    /// the file. Wrong bytes never are: they say something is amiss, not missing.
+    pub fn falls_through(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } => true,
+            Self::Unknown { .. }
+            | Self::Entry { .. }
+            | Self::NotInstalled { .. }
+            | Self::Io { .. }
+            | Self::Digest { .. }
+            | Self::Pinned { .. }
+            | Self::PlacedByHand { .. }
+            | Self::Unavailable { .. }
+            | Self::Files { .. }
+            | Self::Run { .. } => false,
+        }
+    }
 }

@@ -96,20 +96,7 @@ pub(crate) async fn fetch(
         size: Some(file.size),
         sha256: file.sha256.clone(),
     };
-    let downloaded = download(get, &location, target, &expected, progress)
-        .await
-        .map_err(|err| match err {
-            // The CDN's signed address means nothing to the user; the hub's does.
-            ModelError::Unreachable { detail, .. } => unreachable(detail),
-            ModelError::Digest {
-                expected, actual, ..
-            } => ModelError::Digest {
-                what: url.to_owned(),
-                expected,
-                actual,
-            },
-            other => other,
-        })?;
+    let downloaded = download(get, (&location, url), target, &expected, progress).await?;
     Ok(HubFile { downloaded, commit })
 }
 

