@@ -332,6 +332,12 @@ impl ChatModel {
             self.evaluated.clear();
         }
         self.reused_tokens = self.evaluated.len();
+        tracing::debug!(
+            model = %self.name,
+            prompt_tokens = prompt.len(),
+            cached = self.reused_tokens,
+            "evaluating the prompt"
+        );
         self.forward(&prompt[self.reused_tokens..])
     }
 
