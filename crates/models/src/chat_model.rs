@@ -197,7 +197,11 @@ impl ChatModel {
     }
 
     /// Blocking. Renders, tokenizes and generates. `on_text` gets each new piece of visible
-    /// text as soon as it is decided; `ControlFlow::Break(())` cancels.
+    /// text as soon as it is decided (whole characters; text that may begin a stop string is
+    /// held back until it does not); `ControlFlow::Break(())` cancels. A prompt that leaves
+    /// no room for `max_tokens` is [`ModelError::ContextOverflow`]. When the prompt extends
+    /// the tokens of the previous call (the next turn of the same chat), only the new ones are
+    /// evaluated.
     pub fn generate(
         &mut self,
         turns: &[ChatTurn],
@@ -332,6 +336,12 @@ impl ChatModel {
             self.evaluated.clear();
         }
         self.reused_tokens = self.evaluated.len();
+        tracing::debug!(
+            model = %self.name,
+            prompt_tokens = prompt.len(),
+            cached = self.reused_tokens,
+            "evaluating the prompt"
+        );
         self.forward(&prompt[self.reused_tokens..])
     }
 
