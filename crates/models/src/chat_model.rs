@@ -11,6 +11,10 @@ use candle_core::quantized::gguf_file::Content;
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 use candle_transformers::models::quantized_llama::{MAX_SEQ_LEN, ModelWeights};
+
+/// The most tokens a chat model attends to here, whatever it was trained for: candle's
+/// llama keeps rotary tables for this many positions.
+pub const MAX_CHAT_CONTEXT: usize = MAX_SEQ_LEN;
 use tokenizers::Tokenizer;
 
 use crate::chat_template::ChatTemplate;

@@ -88,7 +88,8 @@ impl ModelError {
             | Self::PlacedByHand { .. }
             | Self::Unavailable { .. }
             | Self::Files { .. }
-            | Self::Run { .. } => false,
+            | Self::Run { .. }
+            | Self::ContextOverflow { .. } => false,
         }
     }
 }

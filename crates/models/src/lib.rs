@@ -23,7 +23,9 @@ mod wheel;
 
 pub use bert::BertEmbedder;
 pub use catalogue::{Catalogue, ModelFile, ModelKind, ModelSource, ModelSpec};
-pub use chat_model::{ChatModel, ChatRole, ChatTurn, FinishReason, GenerateOptions, Generation};
+pub use chat_model::{
+    ChatModel, ChatRole, ChatTurn, FinishReason, GenerateOptions, Generation, MAX_CHAT_CONTEXT,
+};
 pub use error::ModelError;
 pub use pull::{
     DEFAULT_HUB_URL, DEFAULT_INDEX_URL, Endpoints, Progress, describe, fetch, pull, source_urls,

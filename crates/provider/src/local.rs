@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use nanocrab_models::{
-    Catalogue, ChatModel, ChatRole, ChatTurn, FinishReason, GenerateOptions, ModelError, ModelKind,
-    ModelStore,
+    Catalogue, ChatModel, ChatRole, ChatTurn, FinishReason, GenerateOptions, MAX_CHAT_CONTEXT,
+    ModelError, ModelKind, ModelStore,
 };
 use nanocrab_schema::{ContentBlock, LlmMessage, Role, StopReason, Usage};
 
@@ -91,7 +91,9 @@ impl LocalModels {
                 prompt_caching: false,
                 reasoning: false,
                 stream_usage: false,
-                context_window: Some(u32::try_from(context_tokens).unwrap_or(u32::MAX)),
+                context_window: Some(
+                    u32::try_from(context_tokens.min(MAX_CHAT_CONTEXT)).unwrap_or(u32::MAX),
+                ),
                 compact_prompt: true,
                 ..ModelProfile::GENERIC
             }),
