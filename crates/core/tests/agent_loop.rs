@@ -1514,7 +1514,7 @@ async fn short_consolidations_go_to_the_housekeeping_model_and_long_ones_to_the_
             })
         ]
     );
-    let summary_request = &housekeeper.requests.lock().unwrap()[0];
+    let summary_request = housekeeper.requests.lock().unwrap()[0].clone();
     assert!(summary_request.tools.is_empty());
     assert!(
         summary_request.messages[0]

@@ -70,7 +70,8 @@ pub enum ProviderError {
     #[error("local/{model}: {source}")]
     Local {
         model: String,
-        source: nanocrab_models::ModelError,
+        /// Boxed: model errors are large, and every provider call returns this type.
+        source: Box<nanocrab_models::ModelError>,
     },
     #[error("local/{model} is not a chat model (see `nanocrab models list`)")]
     NotAChatModel { model: String },
@@ -130,9 +131,10 @@ impl ProviderError {
             Self::Connect { .. } | Self::Stream { .. } => true,
             // A local model that is missing or cannot load: another model can answer; a
             // prompt too long for it is the agent's to compact.
-            Self::Local { source, .. } => {
-                !matches!(source, nanocrab_models::ModelError::ContextOverflow { .. })
-            }
+            Self::Local { source, .. } => !matches!(
+                **source,
+                nanocrab_models::ModelError::ContextOverflow { .. }
+            ),
             Self::Client { .. }
             | Self::BadModelName { .. }
             | Self::UnknownProvider { .. }
@@ -170,7 +172,10 @@ impl ProviderError {
             }
             Self::Api { kind, message, .. } => says(kind) || says(message),
             Self::Local { source, .. } => {
-                matches!(source, nanocrab_models::ModelError::ContextOverflow { .. })
+                matches!(
+                    **source,
+                    nanocrab_models::ModelError::ContextOverflow { .. }
+                )
             }
             Self::Connect { .. }
             | Self::Stream { .. }

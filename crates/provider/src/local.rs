@@ -313,7 +313,7 @@ impl LlmProvider for LocalProvider {
 fn local(model: &str, source: ModelError) -> ProviderError {
     ProviderError::Local {
         model: model.to_owned(),
-        source,
+        source: Box::new(source),
     }
 }
 

@@ -1,8 +1,9 @@
 //! Measures a GGUF chat model on this machine: load time, resident memory after load, and
 //! prompt and decode speed on fixed conversations (a question, its follow-up, a greeting),
-//! greedy, with the answers.
+//! greedy, with the answers. The last line has the figures as JSON, for scripts/bench.py.
 //!
-//! `cargo run --release -p nanocrab-models --example chat -- MODEL.gguf`
+//! `cargo bench -p nanocrab-models --bench local_chat -- MODEL.gguf`
+//! (`python3 scripts/bench.py --local` runs it on smollm2-135m)
 
 use std::error::Error;
 use std::io::Write;
@@ -13,33 +14,51 @@ use std::time::Instant;
 use nanocrab_models::{ChatModel, ChatRole, ChatTurn, FinishReason, GenerateOptions};
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // `cargo bench` passes `--bench` along; the model is the argument that is not a flag.
     let path: PathBuf = std::env::args_os()
-        .nth(1)
-        .ok_or("usage: chat MODEL.gguf")?
+        .skip(1)
+        .find(|arg| !arg.to_string_lossy().starts_with("--"))
+        .ok_or("usage: local_chat MODEL.gguf")?
         .into();
     let started = Instant::now();
     let mut model = ChatModel::load(&path)?;
+    let load_seconds = started.elapsed().as_secs_f64();
+    let rss_after_load = rss_kib()? / 1024;
     println!(
-        "load: {:.2} s, RSS after load: {} MiB, context: {} tokens",
-        started.elapsed().as_secs_f64(),
-        rss_kib()? / 1024,
+        "load: {load_seconds:.2} s, RSS after load: {rss_after_load} MiB, context: {} tokens",
         model.context_tokens()
     );
+    let mut figures = serde_json::Map::new();
+    figures.insert("load s".into(), load_seconds.into());
+    figures.insert("RSS after load MiB".into(), rss_after_load.into());
     let mut france = vec![
         turn(ChatRole::System, "You are a helpful assistant."),
         turn(ChatRole::User, "What is the capital of France?"),
     ];
-    let answer = ask(&mut model, &france)?;
+    let answer = ask(&mut model, &france, "France", &mut figures)?;
     // A second turn extends the first prompt, so only its new tokens are evaluated.
     france.push(turn(ChatRole::Assistant, &answer));
     france.push(turn(ChatRole::User, "And of Germany?"));
-    ask(&mut model, &france)?;
-    ask(&mut model, &[turn(ChatRole::User, "hello")])?;
+    ask(&mut model, &france, "Germany (follow-up)", &mut figures)?;
+    ask(
+        &mut model,
+        &[turn(ChatRole::User, "hello")],
+        "hello",
+        &mut figures,
+    )?;
+    figures.insert("RSS at the end MiB".into(), (rss_kib()? / 1024).into());
+    println!("{}", serde_json::Value::Object(figures));
     Ok(())
 }
 
-/// Prints the answer as it streams, then the figures; returns the answer.
-fn ask(model: &mut ChatModel, turns: &[ChatTurn]) -> Result<String, Box<dyn Error>> {
+/// Prints the answer as it streams, then the figures, which also go into `figures` under
+/// `label`; returns the answer.
+fn ask(
+    model: &mut ChatModel,
+    turns: &[ChatTurn],
+    label: &str,
+    figures: &mut serde_json::Map<String, serde_json::Value>,
+) -> Result<String, Box<dyn Error>> {
     let question = turns.last().map(|t| t.content.as_str()).unwrap_or_default();
     println!("\n> {question}");
     let mut stdout = std::io::stdout();
@@ -67,6 +86,17 @@ fn ask(model: &mut ChatModel, turns: &[ChatTurn]) -> Result<String, Box<dyn Erro
         f64::from(decode_steps) / generation.generate_seconds,
         rss_kib()? / 1024,
     );
+    let decode_rate = f64::from(decode_steps) / generation.generate_seconds;
+    figures.insert(
+        format!("{label}: prompt tokens"),
+        generation.prompt_tokens.into(),
+    );
+    figures.insert(
+        format!("{label}: time to first token s"),
+        generation.prompt_seconds.into(),
+    );
+    figures.insert(format!("{label}: decode tok/s"), decode_rate.into());
+    figures.insert(format!("{label}: answer"), generation.text.clone().into());
     Ok(generation.text)
 }
 
