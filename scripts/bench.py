@@ -373,8 +373,7 @@ def local_chat_model(runs):
                  "--session", f"bench:{i}"], env)
             times.append(elapsed)
             rss.append(peak)
-        print(f"
-`nanocrab agent -m \"What is the capital of France?\"` with local/smollm2-135m, "
+        print("\n`nanocrab agent -m \"What is the capital of France?\"` with local/smollm2-135m, "
               f"{runs} runs, fresh session each")
         print(f"  wall time  median {statistics.median(times):6.2f} s   min {min(times):6.2f} s")
         print(f"  peak RSS   median {statistics.median(rss):6.1f} MB   max {max(rss):6.1f} MB")

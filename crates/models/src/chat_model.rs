@@ -55,6 +55,10 @@ pub struct GenerateOptions {
     pub stop: Vec<String>,
     /// 1.0 = off. Small models loop without it.
     pub repeat_penalty: f32,
+    /// Tools offered to the model, as OpenAI-style function definitions (`{"type":
+    /// "function", "function": {name, description, parameters}}`), handed to the chat
+    /// template as `tools`; only a model whose template uses them can call them.
+    pub tools: Vec<serde_json::Value>,
 }
 
 impl Default for GenerateOptions {
@@ -66,6 +70,7 @@ impl Default for GenerateOptions {
             seed: 299_792_458,
             stop: Vec::new(),
             repeat_penalty: 1.1,
+            tools: Vec::new(),
         }
     }
 }
@@ -188,10 +193,15 @@ impl ChatModel {
         self.context_tokens
     }
 
-    /// The prompt text the template renders for `turns` (with the generation prompt).
-    pub fn render(&self, turns: &[ChatTurn]) -> Result<String, ModelError> {
+    /// The prompt text the template renders for `turns` and `tools` (with the generation
+    /// prompt).
+    pub fn render(
+        &self,
+        turns: &[ChatTurn],
+        tools: &[serde_json::Value],
+    ) -> Result<String, ModelError> {
         self.template
-            .render(turns)
+            .render(turns, tools)
             .map_err(|detail| self.run_error(detail))
     }
 
@@ -212,7 +222,7 @@ impl ChatModel {
         options: &GenerateOptions,
         on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
     ) -> Result<Generation, ModelError> {
-        let prompt = self.render(turns)?;
+        let prompt = self.render(turns, &options.tools)?;
         let mut prompt_ids = self.encode(&prompt)?;
         if let Some(bos) = self.bos
             && prompt_ids.first() != Some(&bos)

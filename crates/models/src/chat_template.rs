@@ -41,8 +41,13 @@ impl ChatTemplate {
         })
     }
 
-    /// The prompt for `turns`, ending with the cue for the assistant's answer.
-    pub(crate) fn render(&self, turns: &[ChatTurn]) -> Result<String, String> {
+    /// The prompt for `turns`, ending with the cue for the assistant's answer; `tools` go to
+    /// the template as `tools` (left undefined when there are none, as templates test).
+    pub(crate) fn render(
+        &self,
+        turns: &[ChatTurn],
+        tools: &[serde_json::Value],
+    ) -> Result<String, String> {
         let messages: Vec<Value> = turns
             .iter()
             .map(|turn| {
@@ -62,6 +67,7 @@ impl ChatTemplate {
                 add_generation_prompt => true,
                 bos_token => self.bos_token.as_str(),
                 eos_token => self.eos_token.as_str(),
+                tools => (!tools.is_empty()).then(|| Value::from(minijinja::value::Serde(tools))),
             })
             .map_err(|err| format!("the chat template fails: {err:#}"))
     }

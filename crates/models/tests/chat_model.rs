@@ -96,13 +96,13 @@ fn the_prompt_is_the_models_own_template_rendered() {
         },
         user("What is the capital of France?"),
     ];
-    let prompt = model.render(&conversation).unwrap();
+    let prompt = model.render(&conversation, &[]).unwrap();
     // The cue for the answer ends with its newline (a snapshot would not show it).
     assert!(prompt.ends_with("<|im_start|>assistant\n"), "{prompt:?}");
     insta::assert_snapshot!("with_system_prompt", prompt);
     insta::assert_snapshot!(
         "default_system_prompt",
-        model.render(&[user("hello")]).unwrap()
+        model.render(&[user("hello")], &[]).unwrap()
     );
 }
 
@@ -129,7 +129,7 @@ fn greedy_decoding_is_deterministic_and_streams_all_of_its_text() {
     assert_eq!(
         first.prompt_tokens as usize,
         model
-            .count_tokens(&model.render(&question()).unwrap())
+            .count_tokens(&model.render(&question(), &[]).unwrap())
             .unwrap()
     );
 }
@@ -255,7 +255,7 @@ fn a_prompt_that_leaves_no_room_for_max_tokens_is_an_error() {
     });
     assert_eq!(model.context_tokens(), 64);
     let prompt_tokens = model
-        .count_tokens(&model.render(&question()).unwrap())
+        .count_tokens(&model.render(&question(), &[]).unwrap())
         .unwrap();
     assert!(prompt_tokens < 64);
     let max_tokens = (64 - prompt_tokens + 1) as u32;
@@ -331,7 +331,7 @@ fn a_template_that_raises_an_exception_fails_the_render_with_its_message() {
         ),
         ..TinyLlama::default()
     });
-    let message = model.render(&[user("hi")]).unwrap_err().to_string();
+    let message = model.render(&[user("hi")], &[]).unwrap_err().to_string();
     assert!(message.contains("system first"), "{message}");
 }
 
@@ -354,5 +354,29 @@ fn truncated_and_foreign_files_are_errors_naming_the_path() {
     assert!(
         message.contains(&missing.display().to_string()),
         "{message}"
+    );
+}
+
+#[test]
+fn offered_tools_reach_a_template_that_takes_them() {
+    // Qwen 2.5's way of listing tools, shortened; `tojson` writes JSON as Python's json.dumps
+    // does, as the templates expect.
+    let template = "{% if tools %}<|im_start|>system\n# Tools\n<tools>\n{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools><|im_end|>\n{% endif %}{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n";
+    let (_dir, model) = load(&TinyLlama {
+        chat_template: Some(template.to_string()),
+        ..TinyLlama::default()
+    });
+    let tool = serde_json::json!({"type": "function", "function": {
+        "name": "read_file",
+        "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+    }});
+    assert_eq!(
+        model.render(&[user("hi")], &[tool]).unwrap(),
+        "<|im_start|>system\n# Tools\n<tools>\n{\"function\": {\"description\": \"Read a file.\", \"name\": \"read_file\", \"parameters\": {\"properties\": {\"path\": {\"type\": \"string\"}}, \"type\": \"object\"}}, \"type\": \"function\"}\n</tools><|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert_eq!(
+        model.render(&[user("hi")], &[]).unwrap(),
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     );
 }

@@ -9,6 +9,7 @@ mod failover;
 mod gemini;
 mod http;
 mod local;
+mod local_tool_calls;
 mod openai;
 mod prepare;
 mod pricing;

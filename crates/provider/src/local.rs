@@ -17,6 +17,7 @@ use nanocrab_models::{
 use nanocrab_schema::{ContentBlock, LlmMessage, Role, StopReason, Usage};
 
 use crate::error::ProviderError;
+use crate::local_tool_calls as tool_calls;
 use crate::profile::ModelProfile;
 use crate::provider::{ChatRequest, ChatResponse, DeltaSink, LlmProvider, ProviderDelta};
 
@@ -229,10 +230,13 @@ impl LlmProvider for LocalProvider {
                 return Err(ProviderError::NotAChatModel { model: name });
             }
         };
-        let turns = turns(request);
+        // The agent sends tools only when the catalogue entry says the model calls them.
+        let offers_tools = !request.tools.is_empty();
+        let turns = turns(request, offers_tools);
         let options = GenerateOptions {
             max_tokens: request.max_tokens,
             temperature: request.temperature.unwrap_or(0.0),
+            tools: tool_calls::definitions(&request.tools),
             ..GenerateOptions::default()
         };
 
@@ -258,7 +262,8 @@ impl LlmProvider for LocalProvider {
                     return Err(ModelError::NotInstalled { name: load_name });
                 };
                 // Fit the answer into what the prompt leaves of the window.
-                let prompt = chat_model.count_tokens(&chat_model.render(&turns)?)?;
+                let prompt =
+                    chat_model.count_tokens(&chat_model.render(&turns, &options.tools)?)?;
                 let room = chat_model.context_tokens().saturating_sub(prompt);
                 let mut options = options;
                 if room >= MIN_ANSWER_TOKENS {
@@ -266,11 +271,17 @@ impl LlmProvider for LocalProvider {
                         .max_tokens
                         .min(u32::try_from(room).unwrap_or(u32::MAX));
                 }
+                let mut visible = tool_calls::Visible::default();
                 let generation = chat_model.generate(&turns, &options, &mut |text| {
+                    let shown = if offers_tools {
+                        visible.push(text)
+                    } else {
+                        Some(text.to_owned())
+                    };
                     // The caller is gone when nobody receives: stop generating for it.
-                    match pieces.send(text.to_owned()) {
-                        Ok(()) => std::ops::ControlFlow::Continue(()),
-                        Err(_) => std::ops::ControlFlow::Break(()),
+                    match shown.map(|shown| pieces.send(shown)) {
+                        Some(Ok(())) | None => std::ops::ControlFlow::Continue(()),
+                        Some(Err(_)) => std::ops::ControlFlow::Break(()),
                     }
                 })?;
                 Ok((loaded_now, generation))
@@ -293,12 +304,23 @@ impl LlmProvider for LocalProvider {
         if loaded_now && let Some(unload_after) = shared.unload_after {
             LocalModels::watch_idle(&slot, unload_after);
         }
+        let (text, calls) = if offers_tools {
+            tool_calls::split(&generation.text, &call_id_prefix())
+        } else {
+            (generation.text, Vec::new())
+        };
         let stop_reason = match generation.finish {
+            _ if !calls.is_empty() => StopReason::ToolUse,
             FinishReason::Stop | FinishReason::Cancelled => StopReason::EndTurn,
             FinishReason::Length => StopReason::MaxTokens,
         };
+        let mut content = Vec::with_capacity(calls.len() + 1);
+        if !text.is_empty() || calls.is_empty() {
+            content.push(ContentBlock::text(text));
+        }
+        content.extend(calls.into_iter().map(ContentBlock::ToolUse));
         Ok(ChatResponse {
-            content: vec![ContentBlock::text(generation.text)],
+            content,
             stop_reason,
             usage: Usage {
                 input_tokens: u64::from(generation.prompt_tokens),
@@ -317,9 +339,22 @@ fn local(model: &str, source: ModelError) -> ProviderError {
     }
 }
 
-/// The conversation as plain chat turns: what the model cannot take (images, tool calls from
-/// another model earlier in the conversation) becomes a short note in the text.
-fn turns(request: &ChatRequest) -> Vec<ChatTurn> {
+/// Ids for one answer's calls, unique in the process so that calls of different answers
+/// never pair with each other's results.
+fn call_id_prefix() -> String {
+    static ANSWERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let answer = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_millis())
+        .unwrap_or_default();
+    format!("local-{started:x}-{answer}")
+}
+
+/// The conversation as plain chat turns. Tool calls and results are written as a model that
+/// calls tools writes and reads them; for one that does not (they came from another model
+/// earlier in the conversation) they become short notes, like images.
+fn turns(request: &ChatRequest, offers_tools: bool) -> Vec<ChatTurn> {
     let mut turns = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.trim().is_empty() {
         turns.push(ChatTurn {
@@ -328,7 +363,7 @@ fn turns(request: &ChatRequest) -> Vec<ChatTurn> {
         });
     }
     for message in &request.messages {
-        let content = text_of(message);
+        let content = text_of(message, offers_tools);
         if content.is_empty() {
             continue;
         }
@@ -341,7 +376,7 @@ fn turns(request: &ChatRequest) -> Vec<ChatTurn> {
     turns
 }
 
-fn text_of(message: &LlmMessage) -> String {
+fn text_of(message: &LlmMessage, offers_tools: bool) -> String {
     let parts: Vec<String> = message
         .content
         .iter()
@@ -351,7 +386,11 @@ fn text_of(message: &LlmMessage) -> String {
                 "[an image ({}) this model cannot see]",
                 image.media_type
             )),
+            ContentBlock::ToolUse(call) if offers_tools => Some(tool_calls::call_text(call)),
             ContentBlock::ToolUse(call) => Some(format!("[called {} {}]", call.name, call.input)),
+            ContentBlock::ToolResult(result) if offers_tools => {
+                Some(tool_calls::response_text(&result.content))
+            }
             ContentBlock::ToolResult(result) => Some(format!("[tool result: {}]", result.content)),
             ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => None,
         })
@@ -407,7 +446,7 @@ mod tests {
             content: content.to_owned(),
         };
         assert_eq!(
-            turns(&request),
+            turns(&request, false),
             vec![
                 turn(ChatRole::System, "Be brief."),
                 turn(ChatRole::User, "list my files"),
