@@ -361,7 +361,7 @@ fn truncated_and_foreign_files_are_errors_naming_the_path() {
 fn offered_tools_reach_a_template_that_takes_them() {
     // Qwen 2.5's way of listing tools, shortened; `tojson` writes JSON as Python's json.dumps
     // does, as the templates expect.
-    let template = "{% if tools %}<|im_start|>system\n# Tools\n<tools>\n{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools><|im_end|>\n{% endif %}{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n";
+    let template = "{% if tools %}<|im_start|>system\n# Tools\n<tools>\n{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools><|im_end|>\n{% endif %}{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}{{ '<|im_start|>assistant\n' }}";
     let (_dir, model) = load(&TinyLlama {
         chat_template: Some(template.to_string()),
         ..TinyLlama::default()
