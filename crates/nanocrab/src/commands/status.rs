@@ -1,4 +1,4 @@
-use nanocrab_provider::{ProviderStatus, Readiness};
+use nanocrab_provider::{DEFAULT_LOCAL_MODEL, LOCAL, ProviderStatus, Readiness};
 
 use super::Env;
 
@@ -17,7 +17,23 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         workspace.display(),
         if workspace.is_dir() { "" } else { " (missing)" }
     );
-    println!("model      {}", config.agents.defaults.model);
+    let instead = if super::agents::cloud_configured(config) {
+        String::new()
+    } else {
+        let local = env.local_models(config)?;
+        let installed = if local.is_installed(DEFAULT_LOCAL_MODEL) {
+            "".to_owned()
+        } else {
+            format!("; not installed: nanocrab models pull {DEFAULT_LOCAL_MODEL}")
+        };
+        format!(
+            " (no provider configured: {LOCAL}/{DEFAULT_LOCAL_MODEL} answers instead{installed})"
+        )
+    };
+    println!("model      {}{instead}", config.agents.defaults.model);
+    if let Some(model) = &config.agents.defaults.housekeeping_model {
+        println!("housekeeping {model}");
+    }
     if !config.agents.defaults.fallback_models.is_empty() {
         println!(
             "fallbacks  {}",

