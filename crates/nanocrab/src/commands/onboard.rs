@@ -13,18 +13,23 @@ use super::Env;
 pub fn run(env: &Env, model: Option<String>) -> anyhow::Result<()> {
     let configured = super::agents::cloud_configured(&env.load_config()?.config);
     let default_local = format!("{LOCAL}/{DEFAULT_LOCAL_MODEL}");
-    let chosen = match model {
-        Some(model) => Some(model),
-        None if std::io::stdin().is_terminal() => ask(&default_local, configured)?,
+    // `written`: a model the user chose, which goes into a new config.
+    let (chosen, written) = match model {
+        Some(model) => (Some(model.clone()), Some(model)),
+        None if std::io::stdin().is_terminal() => {
+            let model = ask(&default_local, configured)?;
+            (model.clone(), model)
+        }
         // Not a terminal (a script, the README's first command): with no provider the local
-        // model is what will answer, so it is fetched now.
-        None if configured => None,
-        None => Some(default_local.clone()),
+        // model is what will answer, so it is fetched now. The config keeps the default
+        // model, so that a key set later takes over.
+        None if configured => (None, None),
+        None => (Some(default_local.clone()), None),
     };
     let created = !env.config_path.exists();
     let mut config = Config::default();
-    if let Some(model) = &chosen {
-        config.agents.defaults.model = model.clone();
+    if let Some(model) = written {
+        config.agents.defaults.model = model;
     }
     match nanocrab_config::write_config_if_missing(&env.config_path, &config)? {
         WriteOutcome::Created => println!("created  {}", env.config_path.display()),
@@ -44,7 +49,10 @@ pub fn run(env: &Env, model: Option<String>) -> anyhow::Result<()> {
     if let Some(name) = local {
         super::models::pull(env, &loaded.config, name, false)?;
         check(env, &loaded.config, &format!("{LOCAL}/{name}"))?;
-        if !created && loaded.config.agents.defaults.model != format!("{LOCAL}/{name}") {
+        if !created
+            && loaded.config.agents.defaults.model != format!("{LOCAL}/{name}")
+            && super::agents::cloud_configured(&loaded.config)
+        {
             println!(
                 "\n{} keeps agents.defaults.model = {}; `nanocrab agent --model {LOCAL}/{name}` \
                  uses the local model, or set it there.",

