@@ -108,7 +108,7 @@ fn check(env: &Env, config: &Config, model: &str) -> anyhow::Result<()> {
         nanocrab_provider::resolve_model(model, config, &Env::var, RetryPolicy::default(), &local)?;
     let request = ChatRequest {
         model: resolved.model.clone(),
-        system: String::new(),
+        system: "You are nanocrab, a personal AI assistant.".to_owned(),
         messages: vec![LlmMessage::user("Say hello in one short sentence.")],
         tools: Vec::new(),
         max_tokens: 32,
