@@ -171,7 +171,9 @@ impl ChatModel {
         // candle's rotary tables end at MAX_SEQ_LEN whatever the model was trained for.
         let context_length = gguf_metadata::u32(&content, "llama.context_length").map_err(files)?;
         let context_tokens = (context_length as usize).min(MAX_SEQ_LEN);
-        let weights = llama_weights::load(content, &mut file).map_err(files)?;
+        let mut cache = gguf.as_os_str().to_owned();
+        cache.push(".q8_0");
+        let weights = llama_weights::load(content, &mut file, Path::new(&cache)).map_err(files)?;
         Ok(Self {
             name: gguf
                 .file_name()

@@ -7,7 +7,8 @@
 //! fast with the same greedy output: Q8_0's 8 bits per weight are finer than the 4 or 5 it
 //! replaces, whereas Q4_0 (also fast) would round again and change the answers.
 
-use std::io::{Cursor, Read, Seek};
+use std::io::{Cursor, Read, Seek, Write as _};
+use std::path::Path;
 
 use candle_core::Device;
 use candle_core::quantized::gguf_file::{self, Content};
@@ -23,10 +24,14 @@ fn lacks_runtime_simd(dtype: GgmlDType) -> bool {
 }
 
 /// Loads the weights described by `content` from `reader`; the error is a detail for the
-/// caller to tie to the file.
+/// caller to tie to the file. A model that needs re-quantizing is re-quantized once: the
+/// result is kept at `cache` (beside the model, so removing or re-pulling the model removes
+/// it too) and read from there at later loads, which then take a third of the time and
+/// none of the re-quantizing's transient memory.
 pub(crate) fn load<R: Read + Seek>(
     content: Content,
     reader: &mut R,
+    cache: &Path,
 ) -> Result<ModelWeights, String> {
     let device = Device::Cpu;
     let slow = content
@@ -36,11 +41,40 @@ pub(crate) fn load<R: Read + Seek>(
     if !slow {
         return ModelWeights::from_gguf(content, reader, &device).map_err(|err| err.to_string());
     }
+    if let Ok(mut file) = std::fs::File::open(cache) {
+        let cached = Content::read(&mut file)
+            .and_then(|content| ModelWeights::from_gguf(content, &mut file, &device));
+        match cached {
+            Ok(weights) => return Ok(weights),
+            Err(err) => tracing::warn!(
+                "{}: not a usable re-quantized copy ({err}); making it again",
+                cache.display()
+            ),
+        }
+    }
     let mut buffer = requantized(&content, reader, &device)?;
+    // Best effort: a store that cannot be written (read-only, full) only costs the next
+    // load the re-quantizing again.
+    if let Err(err) = keep(cache, buffer.get_ref()) {
+        tracing::warn!(
+            "cannot keep the re-quantized model at {}: {err}",
+            cache.display()
+        );
+    }
     let content = Content::read(&mut buffer).map_err(|err| err.to_string())?;
     // `buffer` is a whole copy of the model: it goes when this returns, and only the
     // weights the model copied out of it stay.
     ModelWeights::from_gguf(content, &mut buffer, &device).map_err(|err| err.to_string())
+}
+
+/// Writes `bytes` to `path` whole or not at all: a temp file beside it, renamed into place.
+fn keep(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|err| err.error)?;
+    Ok(())
 }
 
 /// The model rewritten as an in-memory GGUF with its slow tensors in Q8_0, which is

@@ -380,3 +380,25 @@ fn offered_tools_reach_a_template_that_takes_them() {
         "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     );
 }
+
+#[test]
+fn a_re_quantized_copy_is_kept_beside_the_model_and_read_at_the_next_load() {
+    let (_dir, path) = write(&TinyLlama::default());
+    let cache = path.with_file_name("tiny.gguf.q8_0");
+    let options = GenerateOptions {
+        max_tokens: 6,
+        ..GenerateOptions::default()
+    };
+    let first = generate(&mut ChatModel::load(&path).unwrap(), &options).0;
+    assert!(cache.is_file(), "kept at {}", cache.display());
+    let kept = std::fs::read(&cache).unwrap();
+    let second = generate(&mut ChatModel::load(&path).unwrap(), &options).0;
+    assert_eq!(second.text, first.text);
+    assert_eq!(std::fs::read(&cache).unwrap(), kept, "read, not made again");
+
+    // A copy that is not one (cut short by hand, say) is made again.
+    std::fs::write(&cache, b"GGUF").unwrap();
+    let third = generate(&mut ChatModel::load(&path).unwrap(), &options).0;
+    assert_eq!(third.text, first.text);
+    assert_eq!(std::fs::read(&cache).unwrap(), kept);
+}
