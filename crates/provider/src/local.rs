@@ -66,14 +66,6 @@ impl LocalModels {
         }
     }
 
-    pub fn catalogue(&self) -> &Catalogue {
-        &self.shared.catalogue
-    }
-
-    pub fn store(&self) -> &ModelStore {
-        &self.shared.store
-    }
-
     /// What the agent should know about `local/<name>`: no tools unless its catalogue entry
     /// offers them, its own window, and the short prompt a small model can follow.
     pub fn profile(&self, name: &str) -> Result<ModelProfile, ProviderError> {
