@@ -58,6 +58,11 @@ pub enum Command {
         #[command(subcommand)]
         command: PairingCommand,
     },
+    /// Check the config and file permissions for settings that expose the agent.
+    Security {
+        #[command(subcommand)]
+        command: SecurityCommand,
+    },
     /// Config file helpers.
     Config {
         #[command(subcommand)]
@@ -170,6 +175,18 @@ pub enum ModelsCommand {
     Rm { name: String },
     /// A model's kind, size, licence, files, sources and install.
     Info { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecurityCommand {
+    /// Risky settings (a reachable gateway without a token, `exec.mode: full`, an open DM
+    /// policy, private files others can read), each with what to change; fails while a risk
+    /// remains.
+    Audit {
+        /// Make the config, state, sessions and memory private to you (chmod 600/700).
+        #[arg(long)]
+        fix: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

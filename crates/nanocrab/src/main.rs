@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, ConfigCommand, ProvidersCommand};
+use crate::cli::{Cli, Command, ConfigCommand, ProvidersCommand, SecurityCommand};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -51,6 +51,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Memory { command } => commands::memory::run(&env, command),
         Command::Models { command } => commands::models::run(&env, command),
         Command::Pairing { command } => commands::pairing::run(&env, command),
+        Command::Security {
+            command: SecurityCommand::Audit { fix },
+        } => commands::security::audit(&env, fix),
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

@@ -8,6 +8,7 @@ pub mod memory;
 pub mod models;
 pub mod onboard;
 pub mod pairing;
+pub mod security;
 pub mod sessions;
 pub mod status;
 pub mod usage;

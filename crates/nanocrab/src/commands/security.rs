@@ -1,0 +1,199 @@
+//! `nanocrab security audit [--fix]`: the settings and file permissions that expose the agent
+//! more than the defaults do, each with what to change. `--fix` tightens file permissions; the
+//! config is the user's to change.
+
+use std::net::ToSocketAddrs as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use nanocrab_config::{Config, DmPolicy, ExecMode, GroupPolicy};
+
+use super::Env;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Severity {
+    /// Someone else can use or read what is yours.
+    Risk,
+    /// Looser than it needs to be.
+    Warning,
+}
+
+#[derive(Debug)]
+struct Finding {
+    severity: Severity,
+    /// The config key or the file it is about.
+    place: String,
+    what: String,
+    fix: String,
+}
+
+/// Prints the findings; an error (and so a failing exit status, for scripts) when a risk
+/// remains.
+pub fn audit(env: &Env, fix: bool) -> anyhow::Result<()> {
+    let config = env.load_config()?.config;
+    let mut findings = settings(&config);
+    let mut fixed = Vec::new();
+    for (path, mode, secret) in files(env, &config) {
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        let current = meta.permissions().mode() & 0o777;
+        if current & 0o077 == 0 {
+            continue;
+        }
+        if fix {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .with_context(|| format!("cannot change the permissions of {}", path.display()))?;
+            fixed.push(format!("{} {current:o} → {mode:o}", path.display()));
+            continue;
+        }
+        findings.push(Finding {
+            severity: if secret {
+                Severity::Risk
+            } else {
+                Severity::Warning
+            },
+            place: path.display().to_string(),
+            what: format!(
+                "readable by other users of this machine (mode {current:o}){}",
+                if secret {
+                    "; it may hold keys and tokens"
+                } else {
+                    ""
+                }
+            ),
+            fix: format!(
+                "chmod {mode:o} {} (or `nanocrab security audit --fix`)",
+                path.display()
+            ),
+        });
+    }
+    findings.sort_by_key(|f| f.severity);
+    for line in &fixed {
+        println!("fixed    {line}");
+    }
+    if findings.is_empty() {
+        println!("no risky settings found in {}", env.config_path.display());
+        return Ok(());
+    }
+    for finding in &findings {
+        let label = match finding.severity {
+            Severity::Risk => "RISK   ",
+            Severity::Warning => "warning",
+        };
+        println!(
+            "{label}  {}: {}\n         fix: {}",
+            finding.place, finding.what, finding.fix
+        );
+    }
+    let risks = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Risk)
+        .count();
+    if risks > 0 {
+        anyhow::bail!("{risks} risk(s) found; see above");
+    }
+    Ok(())
+}
+
+/// What in the config opens the agent up more than the defaults.
+fn settings(config: &Config) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let gateway = &config.gateway;
+    let token = gateway
+        .auth
+        .token
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    let exposed = (gateway.host.as_str(), gateway.port)
+        .to_socket_addrs()
+        .map(|mut addresses| addresses.any(|a| !a.ip().is_loopback()))
+        // A host that does not resolve is not loopback either.
+        .unwrap_or(true);
+    match (exposed, token) {
+        (true, None) => findings.push(Finding {
+            severity: Severity::Risk,
+            place: "gateway.host".into(),
+            what: format!(
+                "{} is reachable from other machines and gateway.auth.token is not set (the gateway refuses to start like this)",
+                gateway.host
+            ),
+            fix: "set gateway.auth.token to a long random string, or gateway.host to 127.0.0.1"
+                .into(),
+        }),
+        (true, Some(token)) if token.chars().count() < 24 => findings.push(Finding {
+            severity: Severity::Warning,
+            place: "gateway.auth.token".into(),
+            what: format!(
+                "{} characters guard a gateway reachable from other machines",
+                token.chars().count()
+            ),
+            fix: "use at least 24 random characters (e.g. `openssl rand -hex 24`)".into(),
+        }),
+        (true, Some(_)) | (false, _) => {}
+    }
+    let mut tools = vec![("tools".to_owned(), &config.tools)];
+    for (id, entry) in &config.agents.entries {
+        if let Some(entry_tools) = &entry.tools {
+            tools.push((format!("agents.entries.{id}.tools"), entry_tools));
+        }
+    }
+    for (key, tools) in tools {
+        match tools.exec.mode {
+            ExecMode::Full => findings.push(Finding {
+                severity: Severity::Risk,
+                place: format!("{key}.exec.mode"),
+                what: "`full`: the model may run any command through a shell, including ones a prompt injection asks for".into(),
+                fix: "use `allowlist` (the default) and add the programs you need to safeBins".into(),
+            }),
+            ExecMode::Allowlist | ExecMode::Deny => {}
+        }
+        if !tools.restrict_to_workspace {
+            findings.push(Finding {
+                severity: Severity::Warning,
+                place: format!("{key}.restrictToWorkspace"),
+                what: "false: the file tools and exec may act anywhere your user can".into(),
+                fix: "set it to true and list the folders you need in allowedPaths".into(),
+            });
+        }
+    }
+    if let Some(telegram) = config.channels.telegram.as_ref().filter(|t| t.enabled) {
+        match telegram.dm_policy {
+            DmPolicy::Open => findings.push(Finding {
+                severity: Severity::Risk,
+                place: "channels.telegram.dmPolicy".into(),
+                what: "`open`: anyone who finds the bot can talk to your agent and use its tools"
+                    .into(),
+                fix: "use `pairing` (the default) or `allowlist` with allowFrom".into(),
+            }),
+            DmPolicy::Pairing | DmPolicy::Allowlist | DmPolicy::Disabled => {}
+        }
+        match telegram.group_policy {
+            GroupPolicy::Open => findings.push(Finding {
+                severity: Severity::Warning,
+                place: "channels.telegram.groupPolicy".into(),
+                what: "`open`: any group the bot is added to can talk to your agent".into(),
+                fix: "use `allowlist` (the default) and list the groups in groups".into(),
+            }),
+            GroupPolicy::Allowlist | GroupPolicy::Disabled => {}
+        }
+    }
+    findings
+}
+
+/// The files and folders to keep private, the mode each should have, and whether it may hold
+/// secrets (keys, tokens, conversations).
+fn files(env: &Env, config: &Config) -> Vec<(PathBuf, u32, bool)> {
+    let state = env.paths.state_dir();
+    vec![
+        (env.config_path.clone(), 0o600, true),
+        (env.paths.home().to_path_buf(), 0o700, false),
+        (state.clone(), 0o700, true),
+        (state.join("pairing.json"), 0o600, true),
+        (env.paths.sessions_dir(), 0o700, true),
+        (env.workspace(config), 0o700, false),
+        (env.workspace(config).join("memory"), 0o700, true),
+    ]
+}

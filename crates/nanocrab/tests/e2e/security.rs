@@ -1,0 +1,58 @@
+//! `nanocrab security audit`: risky settings and private files others can read, each with its
+//! fix; `--fix` tightens the permissions.
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use serde_json::json;
+
+use crate::harness::{Home, Wire};
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn the_audit_names_each_risk_with_its_fix_and_fix_makes_private_files_private() {
+    let home = Home::new(Wire::Anthropic);
+    let mut config = home.base_config();
+    config["gateway"] = json!({"host": "0.0.0.0", "auth": {"token": "short"}});
+    config["tools"] = json!({"exec": {"mode": "full"}, "restrictToWorkspace": false});
+    config["channels"] =
+        json!({"telegram": {"token": "123:abc", "dmPolicy": "open", "groupPolicy": "open"}});
+    home.write_config(config.clone());
+    std::fs::set_permissions(home.config_path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let state = home.home().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let run = home.run(home.nanocrab().args(["security", "audit"]));
+    assert!(!run.success);
+    assert!(run.stderr.contains("4 risk(s) found"), "{}", run.stderr);
+    let printed = run
+        .stdout
+        .replace(&home.workspace().display().to_string(), "<workspace>")
+        .replace(&home.home().display().to_string(), "<home>");
+    insta::assert_snapshot!(printed);
+
+    let fixed = home.run(home.nanocrab().args(["security", "audit", "--fix"]));
+    assert_eq!(mode(&home.config_path()), 0o600);
+    assert_eq!(mode(&state), 0o700);
+    assert!(
+        fixed.stdout.contains("config.json 644 → 600"),
+        "{}",
+        fixed.stdout
+    );
+    // The settings are the user's to change: they are still reported.
+    assert!(!fixed.success);
+    assert!(fixed.stderr.contains("2 risk(s) found"), "{}", fixed.stderr);
+
+    home.write_config(home.base_config());
+    std::fs::set_permissions(home.config_path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let clean = home.run(home.nanocrab().args(["security", "audit"]));
+    assert!(clean.success, "{}\n{}", clean.stdout, clean.stderr);
+    assert!(
+        clean.stdout.contains("no risky settings found"),
+        "{}",
+        clean.stdout
+    );
+}
