@@ -424,12 +424,6 @@ fn sigterm_lets_the_running_turn_finish_and_answer() {
 
 #[test]
 fn the_openai_python_client_talks_to_the_gateway_unchanged() {
-    let python =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.test-deps/venv/bin/python");
-    assert!(
-        python.exists(),
-        "the OpenAI Python client is missing: run scripts/test-deps (the README's test command, scripts/test, does)"
-    );
     let home = Home::new(Wire::OpenAi);
     let mut config = home.base_config();
     config["gateway"] = json!({ "port": 0, "auth": { "token": "gw-5ecret-token" } });
@@ -441,13 +435,11 @@ fn the_openai_python_client_talks_to_the_gateway_unchanged() {
 
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/openai_client.py");
-    let output = std::process::Command::new(python)
+    let output = home
+        .openai_python()
         .arg(script)
         .arg(format!("{}/v1", gateway.base))
         .arg("gw-5ecret-token")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.user_home())
         .output()
         .unwrap();
     assert!(

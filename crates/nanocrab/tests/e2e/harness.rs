@@ -127,6 +127,22 @@ impl Home {
         run.stdout
     }
 
+    /// The Python that scripts/test-deps installs the official OpenAI client into, with a
+    /// clean environment like the binary's.
+    pub fn openai_python(&self) -> std::process::Command {
+        let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.test-deps/venv/bin/python");
+        assert!(
+            python.exists(),
+            "the OpenAI Python client is missing: run scripts/test-deps (the README's test command, scripts/test, does)"
+        );
+        let mut command = std::process::Command::new(python);
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.user_home());
+        command
+    }
+
     /// The default CLI session's transcript, as stored.
     pub fn transcript(&self) -> String {
         std::fs::read_to_string(self.home().join("sessions/cli:default.jsonl")).unwrap()

@@ -107,12 +107,6 @@ fn a_local_housekeeping_model_titles_the_conversation_at_no_cost() {
 
 #[test]
 fn the_gateway_streams_the_local_models_answer_to_the_openai_client() {
-    let python =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.test-deps/venv/bin/python");
-    assert!(
-        python.exists(),
-        "the OpenAI Python client is missing: run scripts/test-deps (the README's test command, scripts/test, does)"
-    );
     let home = Home::new(Wire::Anthropic);
     place_wheel(&home);
     // No provider at all: the gateway's agent answers with the local model.
@@ -136,11 +130,9 @@ stream = client.chat.completions.create(
 pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
 print(json.dumps({"pieces": len(pieces), "content": "".join(pieces)}))
 "#;
-    let output = std::process::Command::new(python)
+    let output = home
+        .openai_python()
         .args(["-c", script, &format!("{}/v1", gateway.base)])
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.user_home())
         .output()
         .unwrap();
     assert!(
