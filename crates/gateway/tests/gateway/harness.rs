@@ -189,6 +189,24 @@ impl Harness {
             .collect()
     }
 
+    /// Why a gateway given only the agents `ids` (no channels) refuses to start.
+    pub fn gateway_refusal(&self, ids: &[&str]) -> String {
+        let agents = ids
+            .iter()
+            .map(|id| ((*id).to_owned(), self.agent(id)))
+            .collect();
+        match Gateway::new(
+            &self.config,
+            agents,
+            Vec::new(),
+            &self.state_dir(),
+            self.open_access(),
+        ) {
+            Ok(_) => panic!("the gateway started"),
+            Err(err) => err.to_string(),
+        }
+    }
+
     pub fn gateway(&self) -> Gateway {
         let agents = self
             .agent_ids

@@ -61,32 +61,12 @@ async fn a_binding_to_an_agent_the_gateway_lacks_is_refused_at_start() {
             ..BindingMatch::default()
         },
     }];
-    let agents = BTreeMap::new();
-    let error = nanocrab_gateway::Gateway::new(
-        &harness.config,
-        agents,
-        Vec::new(),
-        &harness.state_dir(),
-        harness.open_access(),
-    )
-    .err()
-    .unwrap();
     assert_eq!(
-        error.to_string(),
+        harness.gateway_refusal(&[]),
         "no agent `main` for the default route: the gateway was not given it"
     );
-    let agents = BTreeMap::from([("main".to_owned(), harness.agent("main"))]);
-    let error = nanocrab_gateway::Gateway::new(
-        &harness.config,
-        agents,
-        Vec::new(),
-        &harness.state_dir(),
-        harness.open_access(),
-    )
-    .err()
-    .unwrap();
     assert_eq!(
-        error.to_string(),
+        harness.gateway_refusal(&["main"]),
         "no agent `ghost` for bindings.0: the gateway was not given it"
     );
 }
@@ -95,18 +75,8 @@ async fn a_binding_to_an_agent_the_gateway_lacks_is_refused_at_start() {
 async fn a_second_gateway_on_the_same_home_is_refused_while_the_first_runs() {
     let harness = Harness::new().await;
     let first = harness.gateway();
-    let agents = BTreeMap::from([("main".to_owned(), harness.agent("main"))]);
-    let error = nanocrab_gateway::Gateway::new(
-        &harness.config,
-        agents,
-        Vec::new(),
-        &harness.state_dir(),
-        harness.open_access(),
-    )
-    .err()
-    .unwrap();
     assert_eq!(
-        error.to_string(),
+        harness.gateway_refusal(&["main"]),
         format!(
             "another nanocrab gateway is running with this home (it holds {}); stop it first",
             harness.state_dir().join("gateway.lock").display()
