@@ -288,7 +288,7 @@ impl Agent {
         let Some(housekeeper) = &self.housekeeper else {
             return Ok(None);
         };
-        if self.store.settings(key)?.title.is_some() {
+        if housekeeper.gave_up_on(key) || self.store.settings(key)?.title.is_some() {
             return Ok(None);
         }
         let session = self.store.load(key)?;
@@ -315,17 +315,24 @@ impl Agent {
             max_tokens: 24,
             temperature: Some(0.0),
         };
-        let (_, response) = housekeeper
+        let answer = housekeeper
             .models
             .chat(0, &request, &mut |_| {}, &mut |_| {})
-            .await?;
-        let text = LlmMessage {
-            role: Role::Assistant,
-            content: response.content,
-        }
-        .text();
-        let Some(title) = crate::housekeeping::clean_title(&text) else {
-            return Ok(None);
+            .await;
+        let title = answer.as_ref().ok().and_then(|(_, response)| {
+            crate::housekeeping::clean_title(
+                &LlmMessage {
+                    role: Role::Assistant,
+                    content: response.content.clone(),
+                }
+                .text(),
+            )
+        });
+        let Some(title) = title else {
+            // Asked once: a model that failed or gave nothing usable is not asked again after
+            // every turn, reading the transcript each time; the first question stands in.
+            housekeeper.give_up_on(key);
+            return answer.map(|_| None).map_err(HousekeepingError::from);
         };
         // Read again just before writing: a turn may have saved settings meanwhile.
         let mut settings = self.store.settings(key)?;

@@ -2,8 +2,12 @@
 //! does instead of the agent's model, so that they cost no tokens when it is a local one: a
 //! session's title, and the consolidation of a short stretch of conversation.
 
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
+
 use nanocrab_memory::{SessionError, TokenCounter};
 use nanocrab_provider::{ModelChain, ProviderError, ResolvedModel};
+use nanocrab_schema::SessionKey;
 
 pub(crate) const TITLE_PROMPT: &str =
     "Write a title of at most six words for the conversation below. Answer with the title only.";
@@ -31,13 +35,30 @@ pub enum HousekeepingError {
 /// The housekeeping model; it has no fallbacks, so a failure never spends tokens elsewhere.
 pub(crate) struct Housekeeper {
     pub(crate) models: ModelChain,
+    /// Sessions the model could not title; not asked again while the process runs.
+    untitled: Mutex<HashSet<SessionKey>>,
 }
 
 impl Housekeeper {
     pub(crate) fn new(model: ResolvedModel) -> Self {
         Self {
             models: ModelChain::new(model, Vec::new()),
+            untitled: Mutex::default(),
         }
+    }
+
+    pub(crate) fn gave_up_on(&self, key: &SessionKey) -> bool {
+        self.untitled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(key)
+    }
+
+    pub(crate) fn give_up_on(&self, key: &SessionKey) {
+        self.untitled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone());
     }
 
     pub(crate) fn calls_tools(&self) -> bool {

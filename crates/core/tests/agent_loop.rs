@@ -1548,3 +1548,20 @@ async fn short_consolidations_go_to_the_housekeeping_model_and_long_ones_to_the_
     let requests = setup.provider.requests.lock().unwrap().clone();
     assert_eq!(requests[3].tools[0].name, "save_memory");
 }
+
+#[tokio::test]
+async fn a_housekeeping_model_that_cannot_title_a_session_is_not_asked_again() {
+    let setup = setup(vec![answer("Lisbon in May.", StopReason::EndTurn)], 40);
+    let (agent, housekeeper) = with_housekeeper(&setup, 8_192, vec![Err(overloaded())]);
+    agent
+        .run_turn(&setup.key, "Where should we travel?", &mut |_| {})
+        .await
+        .unwrap();
+    assert!(agent.title_if_missing(&setup.key).await.is_err());
+    assert_eq!(agent.title_if_missing(&setup.key).await.unwrap(), None);
+    assert_eq!(housekeeper.requests.lock().unwrap().len(), 1);
+    assert_eq!(
+        agent.store().list().unwrap()[0].title,
+        "Where should we travel?"
+    );
+}

@@ -253,18 +253,8 @@ impl LlmProvider for LocalProvider {
                 let Some(chat_model) = guard.as_mut() else {
                     return Err(ModelError::NotInstalled { name: load_name });
                 };
-                // Fit the answer into what the prompt leaves of the window.
-                let prompt =
-                    chat_model.count_tokens(&chat_model.render(&turns, &options.tools)?)?;
-                let room = chat_model.context_tokens().saturating_sub(prompt);
-                let mut options = options;
-                if room >= MIN_ANSWER_TOKENS {
-                    options.max_tokens = options
-                        .max_tokens
-                        .min(u32::try_from(room).unwrap_or(u32::MAX));
-                }
                 let mut visible = tool_calls::Visible::default();
-                let generation = chat_model.generate(&turns, &options, &mut |text| {
+                let mut on_text = |text: &str| {
                     let shown = if offers_tools {
                         visible.push(text)
                     } else {
@@ -275,7 +265,25 @@ impl LlmProvider for LocalProvider {
                         Some(Ok(())) | None => std::ops::ControlFlow::Continue(()),
                         Some(Err(_)) => std::ops::ControlFlow::Break(()),
                     }
-                })?;
+                };
+                // The agent's limit may not fit what the prompt leaves of the window: the
+                // answer then gets the rest of it. The overflow is found before anything is
+                // generated, so only that rare call renders and tokenizes twice.
+                let generation = match chat_model.generate(&turns, &options, &mut on_text) {
+                    Err(ModelError::ContextOverflow {
+                        prompt_tokens,
+                        context_tokens,
+                        ..
+                    }) if context_tokens.saturating_sub(prompt_tokens) >= MIN_ANSWER_TOKENS => {
+                        let room = context_tokens - prompt_tokens;
+                        let fitted = GenerateOptions {
+                            max_tokens: u32::try_from(room).unwrap_or(u32::MAX),
+                            ..options
+                        };
+                        chat_model.generate(&turns, &fitted, &mut on_text)
+                    }
+                    other => other,
+                }?;
                 Ok((loaded_now, generation))
             });
             while let Some(piece) = received.recv().await {

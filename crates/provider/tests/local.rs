@@ -23,10 +23,7 @@ async fn installed(
     unload_after: Option<Duration>,
 ) -> LocalModels {
     let bytes = model.bytes();
-    let sha256: String = <sha2::Sha256 as sha2::Digest>::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha256 = nanocrab_testkit::models::sha256_hex(&bytes);
     let config: ModelsConfig = serde_json::from_value(json!({
         "indexUrl": "http://127.0.0.1:9",
         "hubUrl": "http://127.0.0.1:9",
@@ -141,6 +138,18 @@ async fn an_answer_cut_at_max_tokens_says_so() {
         .unwrap();
     assert_eq!(response.stop_reason, StopReason::MaxTokens);
     assert_eq!(response.usage.output_tokens, 5);
+
+    // A limit beyond what the prompt leaves of the window gets the rest of the window.
+    let response = resolved
+        .provider
+        .chat(&request(100_000), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(response.stop_reason, StopReason::MaxTokens);
+    assert_eq!(
+        response.usage.input_tokens + response.usage.output_tokens,
+        512
+    );
 }
 
 #[tokio::test]
