@@ -304,30 +304,17 @@ impl Agent {
         else {
             return Ok(None);
         };
-        let request = ChatRequest {
-            model: String::new(),
-            system: crate::housekeeping::TITLE_PROMPT.to_owned(),
-            messages: vec![LlmMessage::user(crate::housekeeping::title_input(
-                &question.text(),
-                &answer.text(),
-            ))],
-            tools: Vec::new(),
-            max_tokens: 24,
-            temperature: Some(0.0),
-        };
         let answer = housekeeper
-            .models
-            .chat(0, &request, &mut |_| {}, &mut |_| {})
-            .await;
-        let title = answer.as_ref().ok().and_then(|(_, response)| {
-            crate::housekeeping::clean_title(
-                &LlmMessage {
-                    role: Role::Assistant,
-                    content: response.content.clone(),
-                }
-                .text(),
+            .ask(
+                crate::housekeeping::TITLE_PROMPT,
+                crate::housekeeping::title_input(&question.text(), &answer.text()),
+                24,
             )
-        });
+            .await;
+        let title = answer
+            .as_deref()
+            .ok()
+            .and_then(crate::housekeeping::clean_title);
         let Some(title) = title else {
             // Asked once: a model that failed or gave nothing usable is not asked again after
             // every turn, reading the transcript each time; the first question stands in.
@@ -497,23 +484,9 @@ impl Agent {
         now: &jiff::Zoned,
     ) -> Result<ConsolidationReport, ConsolidationError> {
         let conversation: String = entries.iter().map(crate::consolidation::render).collect();
-        let request = ChatRequest {
-            model: String::new(),
-            system: crate::housekeeping::SUMMARY_PROMPT.to_owned(),
-            messages: vec![LlmMessage::user(conversation)],
-            tools: Vec::new(),
-            max_tokens: 400,
-            temperature: Some(0.0),
-        };
-        let (_, response) = housekeeper
-            .models
-            .chat(0, &request, &mut |_| {}, &mut |_| {})
+        let summary = housekeeper
+            .ask(crate::housekeeping::SUMMARY_PROMPT, conversation, 400)
             .await?;
-        let summary = LlmMessage {
-            role: Role::Assistant,
-            content: response.content,
-        }
-        .text();
         if summary.trim().is_empty() {
             return Err(ConsolidationError::EmptySummary);
         }

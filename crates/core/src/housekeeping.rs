@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 
 use nanocrab_memory::{SessionError, TokenCounter};
-use nanocrab_provider::{ModelChain, ProviderError, ResolvedModel};
-use nanocrab_schema::SessionKey;
+use nanocrab_provider::{ChatRequest, ModelChain, ProviderError, ResolvedModel};
+use nanocrab_schema::{LlmMessage, Role, SessionKey};
 
 pub(crate) const TITLE_PROMPT: &str =
     "Write a title of at most six words for the conversation below. Answer with the title only.";
@@ -59,6 +59,32 @@ impl Housekeeper {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key.clone());
+    }
+
+    /// One question without tools, answered greedily; the answer's text.
+    pub(crate) async fn ask(
+        &self,
+        system: &str,
+        question: String,
+        max_tokens: u32,
+    ) -> Result<String, ProviderError> {
+        let request = ChatRequest {
+            model: String::new(),
+            system: system.to_owned(),
+            messages: vec![LlmMessage::user(question)],
+            tools: Vec::new(),
+            max_tokens,
+            temperature: Some(0.0),
+        };
+        let (_, response) = self
+            .models
+            .chat(0, &request, &mut |_| {}, &mut |_| {})
+            .await?;
+        Ok(LlmMessage {
+            role: Role::Assistant,
+            content: response.content,
+        }
+        .text())
     }
 
     pub(crate) fn calls_tools(&self) -> bool {
