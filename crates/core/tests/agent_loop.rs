@@ -10,6 +10,7 @@ use nanocrab_core::{
     Agent, AgentSettings, Consolidation, ConsolidationReport, ContextBuilder, MemoryRetrieval,
 };
 use nanocrab_memory::{SessionEntry, SessionStore, TokenCounter};
+use nanocrab_policy::{Invocation, Risk};
 use nanocrab_provider::{
     ChatRequest, ChatResponse, DeltaSink, LlmProvider, ModelChain, ModelProfile, ProviderDelta,
     ProviderError, ResolvedModel,
@@ -18,7 +19,7 @@ use nanocrab_schema::{
     AgentEvent, ContentBlock, LlmMessage, RetrievedSource, Role, SessionKey, StopReason, ToolCall,
     ToolDef, ToolResult, Usage,
 };
-use nanocrab_tools::{Tool, ToolContext, ToolError, ToolRegistry};
+use nanocrab_tools::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -157,11 +158,19 @@ impl Tool for Echo {
         }
     }
 
-    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
+    fn invocation(&self, _: &serde_json::Value, _: &ToolContext) -> Result<Invocation, ToolError> {
+        Ok(Invocation::new(Risk::Safe, "echo", Vec::new()))
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         input["text"]
             .as_str()
-            .map(str::to_owned)
+            .map(ToolOutput::trusted)
             .ok_or_else(|| ToolError::InvalidArguments("text is required".into()))
     }
 }

@@ -130,6 +130,14 @@ impl PathGuard {
         self.home.as_deref()
     }
 
+    /// Whether a resolved path is inside the workspace or an `allowedPaths` root: the places
+    /// config grants the file tools outright. Elsewhere (reachable only with
+    /// `restrictToWorkspace` off) a call is guarded.
+    pub fn is_in_granted_roots(&self, resolved: &Path) -> bool {
+        resolved.starts_with(&self.workspace)
+            || self.allowed.iter().any(|root| resolved.starts_with(root))
+    }
+
     pub fn restricts_to_workspace(&self) -> bool {
         self.restrict_to_workspace
     }

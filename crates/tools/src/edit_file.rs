@@ -1,14 +1,17 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use nanocrab_policy::PathGuard;
+use nanocrab_policy::{Invocation, PathGuard};
 use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::access::writing;
 use crate::arguments::parse_arguments;
 use crate::atomic_write::write_atomically;
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+
+const EXPECTED: &str = "`path`, `old_text` and `new_text` (strings)";
 
 pub struct EditFileTool {
     guard: Arc<PathGuard>,
@@ -48,12 +51,25 @@ impl Tool for EditFileTool {
         }
     }
 
-    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(
-            "edit_file",
-            input,
-            "`path`, `old_text` and `new_text` (strings)",
-        )?;
+    fn invocation(
+        &self,
+        input: &serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<Invocation, ToolError> {
+        let args: Arguments = parse_arguments("edit_file", input.clone(), EXPECTED)?;
+        Ok(writing(
+            &self.guard,
+            "edit",
+            self.guard.check_write(&args.path)?,
+        ))
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: Arguments = parse_arguments("edit_file", input, EXPECTED)?;
         if args.old_text.is_empty() {
             return Err(ToolError::InvalidArguments(
                 "old_text must not be empty; use write_file to create or replace a whole file"
@@ -93,6 +109,6 @@ impl Tool for EditFileTool {
         }
         let edited = content.replacen(&args.old_text, &args.new_text, 1);
         write_atomically(&path, edited.as_bytes())?;
-        Ok(format!("Edited {}", path.display()))
+        Ok(ToolOutput::trusted(format!("Edited {}", path.display())))
     }
 }

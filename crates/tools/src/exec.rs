@@ -3,14 +3,14 @@
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use nanocrab_config::ExecMode;
-use nanocrab_policy::{ExecPlan, ExecPolicy, PathGuard};
+use nanocrab_policy::{Capability, ExecPlan, ExecPolicy, Invocation, PathGuard, Risk};
 use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
@@ -18,7 +18,9 @@ use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::process::{Child, Command};
 
 use crate::arguments::parse_arguments;
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+
+const EXPECTED: &str = "`command` (string) and optional `working_dir` (string)";
 
 /// The only variables a command sees: enough to find programs and format text, and nothing
 /// like an API key.
@@ -68,6 +70,21 @@ impl ExecTool {
         }
     }
 
+    /// The directory the command runs in: `working_dir` if the guard lets it be read.
+    fn working_dir(&self, args: &Arguments) -> Result<PathBuf, ToolError> {
+        let cwd = match &args.working_dir {
+            Some(dir) => self.guard.check_read(dir)?,
+            None => self.guard.workspace().to_path_buf(),
+        };
+        if !cwd.is_dir() {
+            return Err(ToolError::Rejected(format!(
+                "working_dir {} is not an existing directory",
+                cwd.display()
+            )));
+        }
+        Ok(cwd)
+    }
+
     fn command(&self, program: &str, cwd: &Path) -> Command {
         let mut command = Command::new(program);
         command
@@ -115,22 +132,42 @@ impl Tool for ExecTool {
         }
     }
 
-    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(
-            "exec",
-            input,
-            "`command` (string) and optional `working_dir` (string)",
-        )?;
-        let cwd = match &args.working_dir {
-            Some(dir) => self.guard.check_read(dir)?,
-            None => self.guard.workspace().to_path_buf(),
-        };
-        if !cwd.is_dir() {
-            return Err(ToolError::Rejected(format!(
-                "working_dir {} is not an existing directory",
-                cwd.display()
-            )));
-        }
+    /// A pipeline the allowlist accepted is safe: it runs only safe bins with no shell
+    /// syntax. A shell command can do anything the account can, so it is guarded.
+    fn invocation(
+        &self,
+        input: &serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<Invocation, ToolError> {
+        let args: Arguments = parse_arguments("exec", input.clone(), EXPECTED)?;
+        let cwd = self.working_dir(&args)?;
+        Ok(
+            match self.policy.analyze(&args.command, &cwd, &self.guard)? {
+                ExecPlan::Pipeline(argvs) => Invocation::new(
+                    Risk::Safe,
+                    format!("run `{}` in {}", args.command, cwd.display()),
+                    argvs
+                        .iter()
+                        .filter_map(|argv| argv.first())
+                        .map(|program| Capability::Exec(program.clone()))
+                        .collect(),
+                ),
+                ExecPlan::Shell(_) => Invocation::new(
+                    Risk::Guarded,
+                    format!("run `{}` (sh -c) in {}", args.command, cwd.display()),
+                    vec![Capability::Exec("sh".into())],
+                ),
+            },
+        )
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: Arguments = parse_arguments("exec", input, EXPECTED)?;
+        let cwd = self.working_dir(&args)?;
         let plan = self.policy.analyze(&args.command, &cwd, &self.guard)?;
         let argvs = match plan {
             ExecPlan::Pipeline(argvs) => argvs,
@@ -199,7 +236,10 @@ impl Tool for ExecTool {
                     source,
                 })?;
                 group.pgid = None;
-                Ok(format_output(&stdout, &stderr, status))
+                Ok(ToolOutput::untrusted(
+                    format!("exec {}", args.command),
+                    format_output(&stdout, &stderr, status),
+                ))
             }
             Err(_) => {
                 group.kill();

@@ -2,6 +2,7 @@
 //! list_dir, exec, memory_search and memory_get, each checked by nanocrab-policy before it
 //! touches anything.
 
+mod access;
 mod arguments;
 mod atomic_write;
 mod builtin;
@@ -13,6 +14,7 @@ mod memory_search;
 mod read_file;
 mod registry;
 mod tool;
+mod untrusted;
 mod write_file;
 
 pub use builtin::{ToolSetupError, builtin_registry};
@@ -22,5 +24,6 @@ pub use list_dir::{ListDirTool, MAX_ENTRIES};
 pub use memory_get::MemoryGetTool;
 pub use memory_search::MemorySearchTool;
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
-pub use registry::ToolRegistry;
-pub use tool::{Tool, ToolContext, ToolError};
+pub use registry::{DEFAULT_APPROVAL_TIMEOUT, ToolPolicy, ToolRegistry};
+pub use tool::{Provenance, Tool, ToolContext, ToolError, ToolOutput};
+pub use untrusted::{UNTRUSTED_TAG, wrap_untrusted};

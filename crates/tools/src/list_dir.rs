@@ -1,13 +1,14 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use nanocrab_policy::PathGuard;
+use nanocrab_policy::{Invocation, PathGuard};
 use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::access::reading;
 use crate::arguments::parse_arguments;
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
 /// Entries listed by one call; a larger directory gets a note.
 pub const MAX_ENTRIES: usize = 500;
@@ -42,7 +43,24 @@ impl Tool for ListDirTool {
         }
     }
 
-    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
+    fn invocation(
+        &self,
+        input: &serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<Invocation, ToolError> {
+        let args: Arguments = parse_arguments("list_dir", input.clone(), "`path` (string)")?;
+        Ok(reading(
+            &self.guard,
+            "list",
+            self.guard.check_read(&args.path)?,
+        ))
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let args: Arguments = parse_arguments("list_dir", input, "`path` (string)")?;
         let path = self.guard.check_read(&args.path)?;
         let io = |source| ToolError::Io {
@@ -61,7 +79,7 @@ impl Tool for ListDirTool {
             entries.push(name);
         }
         if entries.is_empty() {
-            return Ok("(empty directory)".into());
+            return Ok(ToolOutput::trusted("(empty directory)"));
         }
         entries.sort();
         let total = entries.len();
@@ -74,6 +92,10 @@ impl Tool for ListDirTool {
                 total - MAX_ENTRIES
             ));
         }
-        Ok(listing)
+        // File names are whatever whoever made the files chose.
+        Ok(ToolOutput::untrusted(
+            format!("list_dir {}", path.display()),
+            listing,
+        ))
     }
 }

@@ -2,13 +2,16 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use nanocrab_policy::PathGuard;
+use nanocrab_policy::{Invocation, PathGuard};
 use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::access::{is_memory_file, reading};
 use crate::arguments::parse_arguments;
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+
+const EXPECTED: &str = "`path` (string) and optional `start_line`, `end_line` (positive integers)";
 
 /// Lines returned when no end is given.
 const DEFAULT_LINES: usize = 60;
@@ -55,12 +58,25 @@ impl Tool for MemoryGetTool {
         }
     }
 
-    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(
-            "memory_get",
-            input,
-            "`path` (string) and optional `start_line`, `end_line` (positive integers)",
-        )?;
+    fn invocation(
+        &self,
+        input: &serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<Invocation, ToolError> {
+        let args: Arguments = parse_arguments("memory_get", input.clone(), EXPECTED)?;
+        Ok(reading(
+            &self.guard,
+            "read",
+            self.guard.check_read(&args.path)?,
+        ))
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: Arguments = parse_arguments("memory_get", input, EXPECTED)?;
         let start = args.start_line.unwrap_or(1);
         let end = args.end_line.unwrap_or(start + DEFAULT_LINES - 1);
         if start == 0 || end < start {
@@ -105,6 +121,14 @@ impl Tool for MemoryGetTool {
         } else {
             String::new()
         };
-        Ok(format!("{shown}:{start}-{end}\n{}{more}", lines.join("\n")))
+        let text = format!("{shown}:{start}-{end}\n{}{more}", lines.join("\n"));
+        // Documents in knowledge/ come from elsewhere; memory/ is the user's and the agent's.
+        if is_memory_file(&self.guard, &path) {
+            return Ok(ToolOutput::trusted(text));
+        }
+        Ok(ToolOutput::untrusted(
+            format!("memory_get {}", args.path),
+            text,
+        ))
     }
 }

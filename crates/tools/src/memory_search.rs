@@ -1,11 +1,14 @@
 use async_trait::async_trait;
 use nanocrab_memory::{IndexError, IndexSetup, SearchMode, SearchOptions};
+use nanocrab_policy::{Capability, Invocation, Risk};
 use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::arguments::parse_arguments;
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+
+const EXPECTED: &str = "`query` (string) and optional `limit` (positive integer)";
 
 /// A caller may ask for more than the configured number of results, up to this.
 const MAX_LIMIT: usize = 20;
@@ -52,12 +55,25 @@ impl Tool for MemorySearchTool {
         }
     }
 
-    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(
-            "memory_search",
-            input,
-            "`query` (string) and optional `limit` (positive integer)",
-        )?;
+    fn invocation(
+        &self,
+        input: &serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<Invocation, ToolError> {
+        let args: Arguments = parse_arguments("memory_search", input.clone(), EXPECTED)?;
+        Ok(Invocation::new(
+            Risk::Safe,
+            format!("search memory for {:?}", args.query),
+            vec![Capability::FsRead(self.index.workspace.clone())],
+        ))
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: Arguments = parse_arguments("memory_search", input, EXPECTED)?;
         let options = SearchOptions {
             limit: args.limit.unwrap_or(self.options.limit).clamp(1, MAX_LIMIT),
             ..self.options.clone()
@@ -78,10 +94,10 @@ impl Tool for MemorySearchTool {
             SearchMode::Keyword { .. } => " (keyword search only: no embedding model)",
         };
         if results.hits.is_empty() {
-            return Ok(format!(
+            return Ok(ToolOutput::trusted(format!(
                 "No memory matches {:?}{keyword_only}. Try other words, or read memory/MEMORY.md.",
                 args.query
-            ));
+            )));
         }
         let mut out = String::new();
         for (rank, hit) in results.hits.iter().enumerate() {
@@ -95,6 +111,10 @@ impl Tool for MemorySearchTool {
                 hit.snippet.trim_end()
             ));
         }
-        Ok(out.trim_end().to_owned())
+        // Snippets come from documents and transcripts as well as the memory files.
+        Ok(ToolOutput::untrusted(
+            format!("memory_search {:?}", args.query),
+            out.trim_end(),
+        ))
     }
 }

@@ -2,13 +2,16 @@ use std::io::{BufRead as _, BufReader};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use nanocrab_policy::PathGuard;
+use nanocrab_policy::{Invocation, PathGuard};
 use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::access::{is_memory_file, reading};
 use crate::arguments::parse_arguments;
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+
+const EXPECTED: &str = "`path` (string) and optional `offset`, `limit` (positive integers)";
 
 /// Lines returned when the model gives no `limit`.
 pub const DEFAULT_LINE_LIMIT: usize = 2000;
@@ -54,12 +57,25 @@ impl Tool for ReadFileTool {
         }
     }
 
-    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(
-            "read_file",
-            input,
-            "`path` (string) and optional `offset`, `limit` (positive integers)",
-        )?;
+    fn invocation(
+        &self,
+        input: &serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<Invocation, ToolError> {
+        let args: Arguments = parse_arguments("read_file", input.clone(), EXPECTED)?;
+        Ok(reading(
+            &self.guard,
+            "read",
+            self.guard.check_read(&args.path)?,
+        ))
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: Arguments = parse_arguments("read_file", input, EXPECTED)?;
         let offset = args.offset.unwrap_or(1);
         let limit = args.limit.unwrap_or(DEFAULT_LINE_LIMIT);
         if offset == 0 || limit == 0 {
@@ -115,7 +131,7 @@ impl Tool for ReadFileTool {
         }
         let total = line_number;
         if total == 0 {
-            return Ok("(empty file)".into());
+            return Ok(ToolOutput::trusted("(empty file)"));
         }
         if offset > total {
             return Err(ToolError::Rejected(format!(
@@ -145,6 +161,12 @@ impl Tool for ReadFileTool {
                 last_shown + 1
             ));
         }
-        Ok(content)
+        if is_memory_file(&self.guard, &path) {
+            return Ok(ToolOutput::trusted(content));
+        }
+        Ok(ToolOutput::untrusted(
+            format!("read_file {}", path.display()),
+            content,
+        ))
     }
 }

@@ -1,18 +1,87 @@
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use nanocrab_schema::{ToolCall, ToolDef, ToolResult};
+use nanocrab_policy::{
+    ApprovalAnswer, ApprovalRecord, ApprovalRequest, ApprovalResult, Approver, AuditLog,
+    AuditRecord, CallStatus, CapabilityGrant, CapabilityPattern, GrantSource, Grants, Invocation,
+    Redactor, Risk, Verdict, decide,
+};
+use nanocrab_schema::{SessionKey, StepId, ToolCall, ToolDef, ToolResult};
+use tracing::Instrument as _;
 
-use crate::tool::{Tool, ToolContext};
+use crate::tool::{Provenance, Tool, ToolContext, ToolError};
+use crate::untrusted::wrap_untrusted;
 
-/// The tools one agent run may call, by name.
+/// How long a call waits for a human when config says nothing.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What every call of a registry is checked against and recorded in.
+#[derive(Clone)]
+pub struct ToolPolicy {
+    /// Standing grants from the agent's config (`tools.grants`).
+    pub grants: Grants,
+    /// Standing grants for runs from one channel (`channels.<name>.grants`), by channel name.
+    pub channel_grants: BTreeMap<String, Grants>,
+    /// Who is asked when a call needs approval; without one such calls are denied.
+    pub approver: Option<Arc<dyn Approver>>,
+    /// After this the call is denied.
+    pub approval_timeout: Duration,
+    pub audit: Option<Arc<AuditLog>>,
+    pub redactor: Redactor,
+}
+
+impl Default for ToolPolicy {
+    fn default() -> Self {
+        Self {
+            grants: Grants::default(),
+            channel_grants: BTreeMap::new(),
+            approver: None,
+            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
+            audit: None,
+            redactor: Redactor::default(),
+        }
+    }
+}
+
+/// The tools one agent may call, by name, and the policy point every call goes through.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    policy: ToolPolicy,
+    /// "Always allow for this session" grants; they live as long as the process.
+    session_grants: Arc<Mutex<HashMap<SessionKey, Grants>>>,
+}
+
+/// How the policy let a call through.
+struct Clearance {
+    granted: Vec<CapabilityGrant>,
+    approval: Option<ApprovalRecord>,
+}
+
+/// Why a call never ran.
+struct Refusal {
+    message: String,
+    approval: Option<ApprovalRecord>,
 }
 
 impl ToolRegistry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    pub fn with_policy(mut self, policy: ToolPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    pub fn policy(&self) -> &ToolPolicy {
+        &self.policy
+    }
+
+    /// Who to ask for approvals from now on: the binary knows whether a human is there.
+    pub fn set_approver(&mut self, approver: Option<Arc<dyn Approver>>) {
+        self.policy.approver = approver;
     }
 
     /// Adds a tool; a later tool with the same name replaces the earlier one.
@@ -31,10 +100,80 @@ impl ToolRegistry {
         self.tools.iter().map(|t| t.definition().name).collect()
     }
 
-    /// Runs one call. Every failure (unknown tool, bad arguments, denied by policy, the tool's
-    /// own error) becomes an error result for the model, never a dropped call.
+    /// Runs one call through the policy: works out what it needs, checks that against the
+    /// run's grants, asks a human when the risk calls for it, runs the tool, labels untrusted
+    /// output, redacts secrets, and appends the call to the audit log. Every failure (unknown
+    /// tool, bad arguments, denied, the tool's own error) becomes an error result for the model,
+    /// never a dropped call.
     pub async fn execute(&self, call: &ToolCall, ctx: &ToolContext) -> ToolResult {
+        let step_id = StepId::new();
+        let span = tracing::info_span!(
+            "tool_call",
+            tool = %call.name,
+            trace_id = %ctx.trace_id,
+            run_id = %ctx.run_id,
+            step_id = %step_id,
+        );
+        self.execute_step(call, ctx, step_id).instrument(span).await
+    }
+
+    async fn execute_step(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        step_id: StepId,
+    ) -> ToolResult {
+        let started_at_ms = now_ms();
+        let mut record = AuditRecord {
+            id: 0,
+            trace_id: ctx.trace_id.to_string(),
+            task_id: ctx.task_id.to_string(),
+            run_id: ctx.run_id.to_string(),
+            step_id: step_id.to_string(),
+            agent: ctx.agent.clone(),
+            session: ctx.session.as_ref().map(ToString::to_string),
+            tool: call.name.clone(),
+            call_id: call.id.clone(),
+            arguments_digest: digest(&call.input),
+            summary: String::new(),
+            risk: Risk::Safe,
+            requested: Vec::new(),
+            granted: Vec::new(),
+            approval: None,
+            started_at_ms,
+            ended_at_ms: started_at_ms,
+            status: CallStatus::Denied,
+            error: None,
+        };
+        let result = self.run(call, ctx, &mut record).await;
+        let result = ToolResult {
+            content: self.policy.redactor.redact(&result.content).into_owned(),
+            ..result
+        };
+        record.ended_at_ms = now_ms();
+        if result.is_error {
+            record.error = Some(result.content.clone());
+        }
+        if let Some(audit) = &self.policy.audit
+            && let Err(err) = audit.append(&record)
+        {
+            // The call has happened; failing it now would only hide that from the model.
+            tracing::error!(
+                "cannot append tool call {} to the audit log: {err}",
+                call.id
+            );
+        }
+        result
+    }
+
+    async fn run(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        record: &mut AuditRecord,
+    ) -> ToolResult {
         let Some(tool) = self.tools.iter().find(|t| t.definition().name == call.name) else {
+            record.status = CallStatus::Error;
             return ToolResult::error(
                 &call.id,
                 format!(
@@ -44,9 +183,250 @@ impl ToolRegistry {
                 ),
             );
         };
+        let invocation = match tool.invocation(&call.input, ctx) {
+            Ok(invocation) => invocation,
+            Err(err) => {
+                record.status = match err {
+                    ToolError::PathDenied(_) | ToolError::ExecDenied(_) => CallStatus::Denied,
+                    ToolError::InvalidArguments(_)
+                    | ToolError::Io { .. }
+                    | ToolError::BinaryFile { .. }
+                    | ToolError::Rejected(_)
+                    | ToolError::Spawn { .. }
+                    | ToolError::TimedOut { .. } => CallStatus::Error,
+                };
+                return ToolResult::error(&call.id, format!("Error: {err}"));
+            }
+        };
+        record.summary = invocation.summary.clone();
+        record.risk = invocation.risk;
+        record.requested = invocation
+            .capabilities
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        match self.clear(&call.name, &invocation, ctx).await {
+            Ok(clearance) => {
+                record.granted = clearance.granted.iter().map(ToString::to_string).collect();
+                record.approval = clearance.approval;
+            }
+            Err(refusal) => {
+                record.approval = refusal.approval;
+                record.status = CallStatus::Denied;
+                return ToolResult::error(&call.id, refusal.message);
+            }
+        }
         match tool.call(call.input.clone(), ctx).await {
-            Ok(output) => ToolResult::ok(&call.id, output),
-            Err(err) => ToolResult::error(&call.id, format!("Error: {err}")),
+            Ok(output) => {
+                record.status = CallStatus::Ok;
+                let text = match &output.provenance {
+                    Provenance::Trusted => output.text,
+                    Provenance::Untrusted { source } => wrap_untrusted(source, &output.text),
+                };
+                ToolResult::ok(&call.id, text)
+            }
+            Err(err) => {
+                record.status = CallStatus::Error;
+                ToolResult::error(&call.id, format!("Error: {err}"))
+            }
         }
     }
+
+    /// Decides a call against config and session grants, asking a human when needed.
+    async fn clear(
+        &self,
+        tool: &str,
+        invocation: &Invocation,
+        ctx: &ToolContext,
+    ) -> Result<Clearance, Refusal> {
+        let mut standing = self.policy.grants.clone();
+        if let Some(grants) = ctx
+            .channel
+            .as_ref()
+            .and_then(|channel| self.policy.channel_grants.get(channel))
+        {
+            standing.extend(grants);
+        }
+        let session = ctx
+            .session
+            .as_ref()
+            .and_then(|key| {
+                self.session_grants
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .get(key)
+                    .cloned()
+            })
+            .unwrap_or_default();
+        let (missing, session_grant_offered) = match decide(invocation, &standing, &session) {
+            Verdict::Allowed { granted } => {
+                return Ok(Clearance {
+                    granted,
+                    approval: None,
+                });
+            }
+            Verdict::NeedsApproval {
+                missing,
+                session_grant_offered,
+            } => (missing, session_grant_offered),
+        };
+        let granted_so_far: Vec<CapabilityGrant> = invocation
+            .capabilities
+            .iter()
+            .filter_map(|capability| {
+                standing
+                    .covering(capability)
+                    .or_else(|| session.covering(capability))
+                    .cloned()
+            })
+            .collect();
+        let request = ApprovalRequest {
+            id: approval_id(),
+            agent: ctx.agent.clone(),
+            session: ctx.session.clone(),
+            tool: tool.to_owned(),
+            summary: self
+                .policy
+                .redactor
+                .redact(&invocation.summary)
+                .into_owned(),
+            risk: invocation.risk,
+            missing: missing.clone(),
+            session_grant_offered: session_grant_offered && ctx.session.is_some(),
+        };
+        let needs = missing
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let refuse = |result: ApprovalResult, by: Option<String>, message: String| Refusal {
+            message,
+            approval: Some(ApprovalRecord {
+                id: request.id.clone(),
+                result,
+                by,
+            }),
+        };
+        let Some(approver) = &self.policy.approver else {
+            return Err(refuse(
+                ApprovalResult::Unavailable,
+                None,
+                format!(
+                    "Error: {tool} needs approval ({risk}) for {needs}, and no one can approve \
+                     it in this run. Do without it, or tell the user it must be granted in \
+                     config (tools.grants).",
+                    risk = invocation.risk
+                ),
+            ));
+        };
+        tracing::info!(approval = %request.id, "{tool} waits for approval of {needs}");
+        let reply = match tokio::time::timeout(self.policy.approval_timeout, approver.ask(&request))
+            .await
+        {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(err)) => {
+                return Err(refuse(
+                    ApprovalResult::Unavailable,
+                    None,
+                    format!(
+                        "Error: {tool} needs approval ({risk}) for {needs}, and {err}. Do \
+                         without it, or tell the user it must be granted in config \
+                         (tools.grants).",
+                        risk = invocation.risk
+                    ),
+                ));
+            }
+            Err(_) => {
+                return Err(refuse(
+                    ApprovalResult::TimedOut,
+                    None,
+                    format!(
+                        "Error: approval {id} for {tool} ({needs}) got no answer within {secs} s, \
+                         which counts as denied.",
+                        id = request.id,
+                        secs = self.policy.approval_timeout.as_secs()
+                    ),
+                ));
+            }
+        };
+        let answer = match reply.answer {
+            ApprovalAnswer::Session if !request.session_grant_offered => ApprovalAnswer::Once,
+            answer @ (ApprovalAnswer::Once | ApprovalAnswer::Session | ApprovalAnswer::Deny) => {
+                answer
+            }
+        };
+        let (result, source) = match answer {
+            ApprovalAnswer::Deny => {
+                return Err(refuse(
+                    ApprovalResult::Denied,
+                    Some(reply.by.clone()),
+                    format!(
+                        "Error: {by} denied {tool} (approval {id}). Do not retry it; ask the \
+                         user what to do instead.",
+                        by = reply.by,
+                        id = request.id
+                    ),
+                ));
+            }
+            ApprovalAnswer::Once => (
+                ApprovalResult::AllowedOnce,
+                GrantSource::Once {
+                    request: request.id.clone(),
+                    by: reply.by.clone(),
+                },
+            ),
+            ApprovalAnswer::Session => (
+                ApprovalResult::AllowedForSession,
+                GrantSource::Session {
+                    request: request.id.clone(),
+                    by: reply.by.clone(),
+                },
+            ),
+        };
+        let approved: Vec<CapabilityGrant> = missing
+            .iter()
+            .map(|capability| CapabilityGrant {
+                pattern: CapabilityPattern::exactly(capability),
+                source: source.clone(),
+            })
+            .collect();
+        if result == ApprovalResult::AllowedForSession
+            && let Some(key) = &ctx.session
+        {
+            let mut sessions = self
+                .session_grants
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let grants = sessions.entry(key.clone()).or_default();
+            for grant in &approved {
+                grants.push(grant.clone());
+            }
+        }
+        Ok(Clearance {
+            granted: granted_so_far.into_iter().chain(approved).collect(),
+            approval: Some(ApprovalRecord {
+                id: request.id,
+                result,
+                by: Some(reply.by),
+            }),
+        })
+    }
+}
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+fn digest(input: &serde_json::Value) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(input.to_string().as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Six characters: short enough to type in `approve ID`, and enough that two requests
+/// pending at once do not collide in practice.
+fn approval_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..6].to_owned()
 }

@@ -1,21 +1,71 @@
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use nanocrab_policy::{Denial, PathDenial};
-use nanocrab_schema::ToolDef;
+use nanocrab_policy::{Denial, Invocation, PathDenial};
+use nanocrab_schema::{RunId, SessionKey, TaskId, ToolDef, TraceId};
 
-/// Per-run facts a tool may need; what a tool may *do* is fixed when it is constructed
-/// (its policy), not passed here.
+/// Per-run facts a tool may need, and the ids its calls are recorded under; what a tool may
+/// *do* is fixed when it is constructed (its policy) and by the run's grants, not passed here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolContext {
     /// The agent's workspace; relative paths resolve against it.
     pub workspace: PathBuf,
+    pub agent: String,
+    /// The conversation; `None` for a run that belongs to none.
+    pub session: Option<SessionKey>,
+    /// The channel the run's message came from (`telegram`, `api`...); `None` for the CLI.
+    /// Grants written under `channels.<name>.grants` apply to runs from that channel.
+    pub channel: Option<String>,
+    pub trace_id: TraceId,
+    pub task_id: TaskId,
+    pub run_id: RunId,
 }
 
 impl ToolContext {
+    /// A context for a run of agent `main` with fresh ids and no session.
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
         Self {
             workspace: workspace.into(),
+            agent: "main".into(),
+            session: None,
+            channel: None,
+            trace_id: TraceId::new(),
+            task_id: TaskId::new(),
+            run_id: RunId::new(),
+        }
+    }
+}
+
+/// Where a tool's output came from, which decides how the model is shown it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Provenance {
+    /// Written by nanocrab or the user: a status line, the user's own memory.
+    Trusted,
+    /// Anything else: file contents, command output, the web. `source` names it for the model.
+    Untrusted { source: String },
+}
+
+/// What a successful call returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub text: String,
+    pub provenance: Provenance,
+}
+
+impl ToolOutput {
+    pub fn trusted(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            provenance: Provenance::Trusted,
+        }
+    }
+
+    pub fn untrusted(source: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            provenance: Provenance::Untrusted {
+                source: source.into(),
+            },
         }
     }
 }
@@ -58,5 +108,17 @@ pub enum ToolError {
 pub trait Tool: Send + Sync {
     fn definition(&self) -> ToolDef;
 
-    async fn call(&self, input: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError>;
+    /// What a call with `input` needs (capabilities, risk), worked out before anything runs;
+    /// the registry checks it against the run's grants. An error refuses the call outright.
+    fn invocation(
+        &self,
+        input: &serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<Invocation, ToolError>;
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
 }

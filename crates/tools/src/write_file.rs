@@ -1,14 +1,17 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use nanocrab_policy::PathGuard;
+use nanocrab_policy::{Invocation, PathGuard};
 use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::access::writing;
 use crate::arguments::parse_arguments;
 use crate::atomic_write::write_atomically;
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+
+const EXPECTED: &str = "`path` (string) and `content` (string)";
 
 pub struct WriteFileTool {
     guard: Arc<PathGuard>,
@@ -44,18 +47,31 @@ impl Tool for WriteFileTool {
         }
     }
 
-    async fn call(&self, input: serde_json::Value, _: &ToolContext) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(
-            "write_file",
-            input,
-            "`path` (string) and `content` (string)",
-        )?;
+    fn invocation(
+        &self,
+        input: &serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<Invocation, ToolError> {
+        let args: Arguments = parse_arguments("write_file", input.clone(), EXPECTED)?;
+        Ok(writing(
+            &self.guard,
+            "write",
+            self.guard.check_write(&args.path)?,
+        ))
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: Arguments = parse_arguments("write_file", input, EXPECTED)?;
         let path = self.guard.check_write(&args.path)?;
         write_atomically(&path, args.content.as_bytes())?;
-        Ok(format!(
+        Ok(ToolOutput::trusted(format!(
             "Wrote {} bytes to {}",
             args.content.len(),
             path.display()
-        ))
+        )))
     }
 }

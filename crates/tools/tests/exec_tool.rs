@@ -57,6 +57,7 @@ impl Fixture {
     async fn run(&self, tool: &ExecTool, input: serde_json::Value) -> Result<String, String> {
         tool.call(input, &ToolContext::new(self.ws()))
             .await
+            .map(|output| output.text)
             .map_err(|err| err.to_string())
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use nanocrab_config::{MemoryConfig, ToolsConfig};
 use nanocrab_memory::{EmbeddingSetup, IndexSetup};
 use nanocrab_schema::{ToolCall, ToolResult};
-use nanocrab_tools::{ToolContext, ToolRegistry, builtin_registry};
+use nanocrab_tools::{ToolContext, ToolRegistry, builtin_registry, wrap_untrusted};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -60,6 +60,18 @@ impl Fixture {
             .await
     }
 
+    /// What the model gets from a file listing, a document or a search: fenced as untrusted.
+    fn data(&self, source: String, text: &str) -> ToolResult {
+        ToolResult::ok("call_1", wrap_untrusted(&source, text))
+    }
+
+    fn read(&self, path: &str, text: &str) -> ToolResult {
+        self.data(
+            format!("read_file {}", self.ws().join(path).display()),
+            text,
+        )
+    }
+
     fn outside(&self, access: &str, asked: &str, resolved: &str) -> ToolResult {
         ToolResult::error(
             "call_1",
@@ -88,7 +100,7 @@ async fn write_then_read_then_edit_then_list() {
     assert_eq!(
         fx.call("read_file", json!({"path": "notes/todo/list.md"}))
             .await,
-        ToolResult::ok("call_1", "- a\n- b\n")
+        fx.read("notes/todo/list.md", "- a\n- b\n")
     );
     assert_eq!(
         fx.call(
@@ -101,11 +113,17 @@ async fn write_then_read_then_edit_then_list() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "- a\n- c\n");
     assert_eq!(
         fx.call("list_dir", json!({"path": "."})).await,
-        ToolResult::ok("call_1", "link_dir/\nnotes/\nsecrets/")
+        fx.data(
+            format!("list_dir {}", fx.ws().display()),
+            "link_dir/\nnotes/\nsecrets/"
+        )
     );
     assert_eq!(
         fx.call("list_dir", json!({"path": "notes/todo"})).await,
-        ToolResult::ok("call_1", "list.md")
+        fx.data(
+            format!("list_dir {}", fx.ws().join("notes/todo").display()),
+            "list.md"
+        )
     );
     // No temporary files are left behind by the atomic writes.
     assert_eq!(
@@ -123,18 +141,24 @@ async fn read_file_pages_by_lines_and_says_how_to_continue() {
     std::fs::write(fx.ws().join("big.txt"), &content).unwrap();
     let first = fx.call("read_file", json!({"path": "big.txt"})).await;
     assert!(!first.is_error);
-    assert!(first.content.starts_with("line 1\nline 2\n"));
-    assert!(first.content.ends_with(
-        "line 2000\n\n[Showing lines 1-2000 of 3000 (limit 2000). Call read_file with \
-         offset=2001 to read more.]"
-    ));
+    let expected: String = (1..=2000).map(|n| format!("line {n}\n")).collect();
+    assert_eq!(
+        first,
+        fx.read(
+            "big.txt",
+            &format!(
+                "{expected}\n[Showing lines 1-2000 of 3000 (limit 2000). Call read_file with \
+                 offset=2001 to read more.]"
+            )
+        )
+    );
     assert_eq!(
         fx.call(
             "read_file",
             json!({"path": "big.txt", "offset": 2999, "limit": 5})
         )
         .await,
-        ToolResult::ok("call_1", "line 2999\nline 3000\n")
+        fx.read("big.txt", "line 2999\nline 3000\n")
     );
     assert_eq!(
         fx.call(
@@ -142,8 +166,8 @@ async fn read_file_pages_by_lines_and_says_how_to_continue() {
             json!({"path": "big.txt", "offset": 10, "limit": 2})
         )
         .await,
-        ToolResult::ok(
-            "call_1",
+        fx.read(
+            "big.txt",
             "line 10\nline 11\n\n[Showing lines 10-11 of 3000 (limit 2). Call read_file with \
              offset=12 to read more.]"
         )
@@ -171,7 +195,7 @@ async fn read_file_caps_bytes_and_refuses_binary_files() {
     assert!(
         result.content.ends_with(
             "[Showing lines 1-204 of 300 (output is capped at 200 KB). Call read_file with \
-         offset=205 to read more.]"
+         offset=205 to read more.]\n</untrusted-data>"
         ),
         "{}",
         &result.content[result.content.len() - 200..]
@@ -291,7 +315,7 @@ async fn protected_paths_can_be_read_but_not_written() {
     std::fs::write(fx.ws().join("secrets/key"), "k").unwrap();
     assert_eq!(
         fx.call("read_file", json!({"path": "secrets/key"})).await,
-        ToolResult::ok("call_1", "k")
+        fx.read("secrets/key", "k")
     );
     let result = fx
         .call("write_file", json!({"path": "secrets/key", "content": "x"}))
@@ -356,12 +380,18 @@ async fn list_dir_caps_long_listings() {
     for n in 0..510 {
         std::fs::write(fx.ws().join(format!("many/f{n:04}")), "").unwrap();
     }
-    let listing = fx.call("list_dir", json!({"path": "many"})).await.content;
-    assert!(listing.starts_with("f0000\nf0001\n"));
-    assert!(listing.ends_with(
-        "f0499\n[... 10 more entries; showing the first 500 of 510. Use exec with ls or grep to \
-         narrow it down.]"
-    ));
+    let names: Vec<String> = (0..500).map(|n| format!("f{n:04}")).collect();
+    assert_eq!(
+        fx.call("list_dir", json!({"path": "many"})).await,
+        fx.data(
+            format!("list_dir {}", fx.ws().join("many").display()),
+            &format!(
+                "{}\n[... 10 more entries; showing the first 500 of 510. Use exec with ls or grep \
+                 to narrow it down.]",
+                names.join("\n")
+            )
+        )
+    );
 }
 
 #[tokio::test]
@@ -384,9 +414,11 @@ async fn a_note_written_by_the_agent_is_found_by_memory_search_and_read_by_memor
             "memory_search",
             json!({"query": "when is my dentist?", "limit": 3})
         )
-        .await
-        .content,
-        "1. memory/MEMORY.md:4-5 (score 1.00)\n# Health\n- Dentist: Dr. Okafor, every March."
+        .await,
+        fx.data(
+            "memory_search \"when is my dentist?\"".into(),
+            "1. memory/MEMORY.md:4-5 (score 1.00)\n# Health\n- Dentist: Dr. Okafor, every March."
+        )
     );
     assert_eq!(
         fx.call(
@@ -424,7 +456,7 @@ async fn a_pdf_is_searched_and_read_as_its_text_and_an_unreadable_one_says_why()
             .await
             .content
             .lines()
-            .next(),
+            .nth(1),
         Some("1. knowledge/boiler.pdf:1-6 (score 1.00)")
     );
     assert_eq!(
@@ -433,8 +465,8 @@ async fn a_pdf_is_searched_and_read_as_its_text_and_an_unreadable_one_says_why()
             json!({"path": "knowledge/boiler.pdf", "start_line": 5})
         )
         .await,
-        ToolResult::ok(
-            "call_1",
+        fx.data(
+            "memory_get knowledge/boiler.pdf".into(),
             "knowledge/boiler.pdf:5-6\nWarranty\nThe warranty ends in March 2031. Zoë at the installer files the claims."
         )
     );

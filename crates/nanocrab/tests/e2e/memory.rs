@@ -129,7 +129,7 @@ fn the_agent_searches_memory_and_reads_the_lines_it_found() {
     );
     assert_eq!(
         tool_results(&requests[1].body).last().unwrap().1,
-        "1. memory/MEMORY.md:4-5 (score 1.00)\n# Health\n- Dentist: Dr. Okafor, every March."
+        "<untrusted-data source=\"memory_search 'dentist'\">\n1. memory/MEMORY.md:4-5 (score 1.00)\n# Health\n- Dentist: Dr. Okafor, every March.\n</untrusted-data>"
     );
     assert_eq!(
         tool_results(&requests[2].body).last().unwrap().1,

@@ -1,0 +1,40 @@
+//! The capabilities and risk of the file tools' calls, from the path the guard resolved.
+
+use std::path::PathBuf;
+
+use nanocrab_policy::{Capability, Invocation, PathGuard, Risk};
+
+/// Inside the granted roots a file call is safe; anywhere else it is guarded.
+fn risk(guard: &PathGuard, path: &std::path::Path) -> Risk {
+    if guard.is_in_granted_roots(path) {
+        Risk::Safe
+    } else {
+        Risk::Guarded
+    }
+}
+
+pub(crate) fn reading(guard: &PathGuard, verb: &str, path: PathBuf) -> Invocation {
+    Invocation::new(
+        risk(guard, &path),
+        format!("{verb} {}", path.display()),
+        vec![Capability::FsRead(path)],
+    )
+}
+
+/// A write to `memory/` also changes long-term memory, which the audit log should show.
+pub(crate) fn writing(guard: &PathGuard, verb: &str, path: PathBuf) -> Invocation {
+    let mut capabilities = Vec::with_capacity(2);
+    if is_memory_file(guard, &path) {
+        capabilities.push(Capability::MemoryWrite);
+    }
+    let summary = format!("{verb} {}", path.display());
+    let risk = risk(guard, &path);
+    capabilities.insert(0, Capability::FsWrite(path));
+    Invocation::new(risk, summary, capabilities)
+}
+
+/// Files under the workspace's `memory/`: curated by the user and the agent, and already
+/// shown to the model whole, so reading them back is not untrusted input.
+pub(crate) fn is_memory_file(guard: &PathGuard, path: &std::path::Path) -> bool {
+    path.starts_with(guard.workspace().join("memory"))
+}
