@@ -56,6 +56,10 @@ pub struct TelegramConfig {
     /// message marked as an edit).
     #[serde(default)]
     pub edited_messages: EditedMessages,
+    /// Capabilities granted outright to runs started from Telegram, on top of the agent's
+    /// `tools.grants` (same syntax).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
 }
 
 impl Default for TelegramConfig {
@@ -72,6 +76,7 @@ impl Default for TelegramConfig {
             require_mention: true,
             poll_timeout: default_poll_timeout(),
             edited_messages: EditedMessages::default(),
+            grants: Vec::new(),
         }
     }
 }

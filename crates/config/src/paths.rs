@@ -63,6 +63,11 @@ impl Paths {
         self.state_dir().join("memory-index.sqlite")
     }
 
+    /// Every tool call, append-only; unlike the index it cannot be rebuilt.
+    pub fn audit_log(&self) -> PathBuf {
+        self.state_dir().join("audit.sqlite")
+    }
+
     pub fn logs_dir(&self) -> PathBuf {
         self.home.join("logs")
     }

@@ -709,6 +709,14 @@ pub struct ToolsConfig {
     pub protected_paths: Vec<PathBuf>,
     #[serde(default)]
     pub exec: ExecConfig,
+    /// Capabilities granted outright, as `kind` or `kind:target`: `exec:git`, `exec:sh`,
+    /// `net:*.github.com`, `fs.write:~/notes`, `fs.read:/srv/data`, `message:telegram:*`,
+    /// `spawn`, `schedule`, `memory.write`, `secret:NAME`. A guarded or unsafe call outside
+    /// them waits for a human's approval; runs without one (cron, subagents) are denied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+    #[serde(default)]
+    pub approvals: ApprovalsConfig,
 }
 
 impl Default for ToolsConfig {
@@ -718,8 +726,30 @@ impl Default for ToolsConfig {
             allowed_paths: Vec::new(),
             protected_paths: Vec::new(),
             exec: ExecConfig::default(),
+            grants: Vec::new(),
+            approvals: ApprovalsConfig::default(),
         }
     }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalsConfig {
+    /// Seconds a call waits for a human's answer; no answer in time is a denial.
+    #[serde(default = "default_approval_timeout")]
+    pub timeout: u64,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        Self {
+            timeout: default_approval_timeout(),
+        }
+    }
+}
+
+fn default_approval_timeout() -> u64 {
+    120
 }
 
 fn default_true() -> bool {

@@ -4,9 +4,11 @@
 use nanocrab_memory::{CountedHistory, SessionEntry, SessionError, SessionStore, TokenCounter};
 use nanocrab_provider::{ChatRequest, ModelChain, ProviderDelta, ProviderError};
 use nanocrab_schema::{
-    AgentEvent, ContentBlock, Image, LlmMessage, Role, SessionKey, StopReason, ToolResult, Usage,
+    AgentEvent, ContentBlock, Image, LlmMessage, Role, RunId, SessionKey, StopReason, TaskId,
+    ToolResult, TraceId, Usage,
 };
 use nanocrab_tools::{ToolContext, ToolRegistry};
+use tracing::Instrument as _;
 
 use crate::consolidation::{Consolidation, ConsolidationError, ConsolidationReport};
 use crate::context::{ChannelInfo, ContextBuilder, PromptMode, RuntimeInfo};
@@ -40,6 +42,8 @@ pub struct UserInput {
     pub images: Vec<Image>,
     /// The chat it came from, told to the model; `None` for the CLI.
     pub channel: Option<ChannelInfo>,
+    /// Ties this run to what caused it (an inbound message, a parent run); fresh if unset.
+    pub trace_id: Option<TraceId>,
 }
 
 impl From<&str> for UserInput {
@@ -48,6 +52,7 @@ impl From<&str> for UserInput {
             text: text.to_owned(),
             images: Vec::new(),
             channel: None,
+            trace_id: None,
         }
     }
 }
@@ -81,6 +86,8 @@ pub enum AgentError {
 }
 
 pub struct Agent {
+    /// `main` or the `agents.entries` id; recorded with every tool call.
+    id: String,
     models: ModelChain,
     tools: ToolRegistry,
     store: SessionStore,
@@ -106,6 +113,7 @@ impl Agent {
         settings: AgentSettings,
     ) -> Self {
         Self {
+            id: "main".to_owned(),
             models,
             tools,
             store,
@@ -506,6 +514,12 @@ impl Agent {
         self
     }
 
+    /// Names the agent (`agents.entries` id) in the audit log and logs; `main` by default.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+
     pub fn store(&self) -> &SessionStore {
         &self.store
     }
@@ -519,7 +533,29 @@ impl Agent {
         input: impl Into<UserInput>,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<TurnOutcome, AgentError> {
-        let outcome = self.run_steps(key, input.into(), on_event).await;
+        let input = input.into();
+        let ctx = ToolContext {
+            workspace: self.context.workspace().to_path_buf(),
+            agent: self.id.clone(),
+            session: Some(key.clone()),
+            channel: input.channel.as_ref().map(|c| c.channel.clone()),
+            trace_id: input.trace_id.clone().unwrap_or_default(),
+            task_id: TaskId::new(),
+            run_id: RunId::new(),
+        };
+        // Every log line of the run, the tool calls' included, carries these ids.
+        let span = tracing::info_span!(
+            "run",
+            agent = %self.id,
+            session = %key,
+            trace_id = %ctx.trace_id,
+            task_id = %ctx.task_id,
+            run_id = %ctx.run_id,
+        );
+        let outcome = self
+            .run_steps(key, input, &ctx, on_event)
+            .instrument(span)
+            .await;
         if let Err(err) = &outcome {
             on_event(AgentEvent::Error {
                 message: err.to_string(),
@@ -532,6 +568,7 @@ impl Agent {
         &self,
         key: &SessionKey,
         input: UserInput,
+        ctx: &ToolContext,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<TurnOutcome, AgentError> {
         let command = if input.images.is_empty() {
@@ -638,7 +675,6 @@ impl Agent {
             history = CountedHistory::new(counter, self.store.load(key)?.messages());
         }
         let mut compacted_for_overflow = false;
-        let ctx = ToolContext::new(self.context.workspace().to_path_buf());
         let mut usage = Usage::default();
         let mut seen_calls: Vec<(String, serde_json::Value)> = Vec::new();
         let mut refused_repeats = 0;
@@ -811,7 +847,7 @@ impl Agent {
                         ),
                     )
                 } else {
-                    self.tools.execute(call, &ctx).await
+                    self.tools.execute(call, ctx).await
                 };
                 on_event(AgentEvent::ToolEnd {
                     call_id: call.id.clone(),

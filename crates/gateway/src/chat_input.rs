@@ -57,6 +57,7 @@ pub(crate) async fn user_input(
             channel: m.channel.clone(),
             chat_id: m.chat_id.clone(),
         }),
+        trace_id: None,
     }
 }
 

@@ -139,6 +139,7 @@ fn start_turn(
                 text: turn.text,
                 images: turn.images,
                 channel: None,
+                trace_id: None,
             },
             with_model,
         })

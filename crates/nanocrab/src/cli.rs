@@ -63,6 +63,11 @@ pub enum Command {
         #[command(subcommand)]
         command: SecurityCommand,
     },
+    /// Every tool call: who asked, what it needed, what was granted and by whom, how it ended.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
     /// Config file helpers.
     Config {
         #[command(subcommand)]
@@ -186,6 +191,32 @@ pub enum SecurityCommand {
         /// Make the config, state, sessions and memory private to you (chmod 600/700).
         #[arg(long)]
         fix: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Tool calls, newest first.
+    List {
+        /// Only this session's calls.
+        #[arg(long, value_name = "KEY")]
+        session: Option<String>,
+        /// Only calls from then on: a date (from local midnight) or an RFC 3339 timestamp.
+        #[arg(long, value_parser = parse_since)]
+        since: Option<jiff::Timestamp>,
+        /// Calls at most.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        limit: usize,
+        /// Print the records as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One call in full.
+    Show {
+        id: i64,
+        /// Print the record as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

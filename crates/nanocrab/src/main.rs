@@ -54,6 +54,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Security {
             command: SecurityCommand::Audit { fix },
         } => commands::security::audit(&env, fix),
+        Command::Audit { command } => commands::audit::run(&env, command),
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

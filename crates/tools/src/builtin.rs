@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use nanocrab_config::{MemoryConfig, ToolsConfig};
 use nanocrab_memory::{IndexSetup, SearchOptions};
-use nanocrab_policy::{ExecPolicy, ExecPolicyError, PathGuard, PathGuardError};
+use nanocrab_policy::{
+    CapabilityGrant, CapabilityPattern, ExecPolicy, ExecPolicyError, GrantSource, Grants,
+    PathGuard, PathGuardError, PatternError,
+};
 
 use crate::edit_file::EditFileTool;
 use crate::exec::ExecTool;
@@ -14,7 +17,7 @@ use crate::list_dir::ListDirTool;
 use crate::memory_get::MemoryGetTool;
 use crate::memory_search::MemorySearchTool;
 use crate::read_file::ReadFileTool;
-use crate::registry::ToolRegistry;
+use crate::registry::{ToolPolicy, ToolRegistry};
 use crate::write_file::WriteFileTool;
 
 #[derive(Debug, thiserror::Error)]
@@ -25,31 +28,63 @@ pub enum ToolSetupError {
     ExecPolicy(#[from] ExecPolicyError),
     #[error("tools.exec.timeout must be at least 1 second")]
     ZeroTimeout,
+    #[error("{key}: {source}")]
+    Grant { key: String, source: PatternError },
+}
+
+/// Parses the grants written under `key` (`tools.grants`, `channels.telegram.grants`); `~` is
+/// the user's `home`. An error names the entry (`tools.grants[2]`).
+pub fn grants_from_config(
+    patterns: &[String],
+    key: &str,
+    home: Option<&Path>,
+) -> Result<Grants, ToolSetupError> {
+    patterns
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let key = format!("{key}[{index}]");
+            match CapabilityPattern::parse(text, home) {
+                Ok(pattern) => Ok(CapabilityGrant {
+                    pattern,
+                    source: GrantSource::Config { key },
+                }),
+                Err(source) => Err(ToolSetupError::Grant { key, source }),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Grants::new)
 }
 
 /// read_file, write_file, edit_file, list_dir, exec, memory_search and memory_get, in that
-/// order, under `config`'s policy. `exec` children get the allowed variables of this process's
-/// environment. `index` says how memory is searched.
+/// order, under `config`'s path and exec policy, every call checked against `policy` (whose
+/// `grants` and approval timeout are taken from `config`). `exec` children get the allowed
+/// variables of this process's environment. `index` says how memory is searched.
 pub fn builtin_registry(
     config: &ToolsConfig,
     memory: &MemoryConfig,
     workspace: &Path,
     index: &IndexSetup,
     home: Option<&Path>,
+    policy: ToolPolicy,
 ) -> Result<ToolRegistry, ToolSetupError> {
     if config.exec.timeout == 0 {
         return Err(ToolSetupError::ZeroTimeout);
     }
     let guard = Arc::new(PathGuard::new(workspace, config, home)?);
-    let policy = ExecPolicy::new(&config.exec)?;
-    let mut registry = ToolRegistry::new();
+    let exec_policy = ExecPolicy::new(&config.exec)?;
+    let mut registry = ToolRegistry::new().with_policy(ToolPolicy {
+        grants: grants_from_config(&config.grants, "tools.grants", home)?,
+        approval_timeout: Duration::from_secs(config.approvals.timeout),
+        ..policy
+    });
     registry.register(Arc::new(ReadFileTool::new(Arc::clone(&guard))));
     registry.register(Arc::new(WriteFileTool::new(Arc::clone(&guard))));
     registry.register(Arc::new(EditFileTool::new(Arc::clone(&guard))));
     registry.register(Arc::new(ListDirTool::new(Arc::clone(&guard))));
     registry.register(Arc::new(ExecTool::new(
         Arc::clone(&guard),
-        policy,
+        exec_policy,
         Duration::from_secs(config.exec.timeout),
         std::env::vars_os(),
     )));

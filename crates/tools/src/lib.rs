@@ -17,7 +17,7 @@ mod tool;
 mod untrusted;
 mod write_file;
 
-pub use builtin::{ToolSetupError, builtin_registry};
+pub use builtin::{ToolSetupError, builtin_registry, grants_from_config};
 pub use edit_file::EditFileTool;
 pub use exec::{ExecTool, MAX_OUTPUT_CHARS, PASSED_ENV_VARS};
 pub use list_dir::{ListDirTool, MAX_ENTRIES};

@@ -24,6 +24,7 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
         &config,
         nanocrab_config::DEFAULT_AGENT_ID,
         args.model.as_deref(),
+        Some(std::sync::Arc::new(super::stdin_approver::StdinApprover)),
     )?;
     if let Some(notice) = &built.notice {
         eprintln!("{notice}");
@@ -40,6 +41,7 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
                 text,
                 images,
                 channel: None,
+                trace_id: None,
             };
             runtime.block_on(agent.run_turn(&key, input, &mut |event| printer.print(event)))?;
             runtime.block_on(after_turn(&agent, &key));

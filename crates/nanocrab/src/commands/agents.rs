@@ -1,13 +1,17 @@
 //! Building an agent from the config: the CLI builds the default one, the gateway every one.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use nanocrab_config::Config;
 use nanocrab_core::{Agent, AgentSettings, Consolidation, ContextBuilder, MemoryRetrieval};
 use nanocrab_memory::{SearchOptions, SessionStore};
+use nanocrab_policy::Approver;
 use nanocrab_provider::DEFAULT_LOCAL_MODEL;
 use nanocrab_provider::{LOCAL, ModelChain, ProviderError, RetryPolicy};
+use nanocrab_tools::{ToolPolicy, grants_from_config};
 
 use super::Env;
 
@@ -21,12 +25,14 @@ pub struct BuiltAgent {
 }
 
 /// Builds agent `id` (`main` or an `agents.entries` id), with `model` instead of its
-/// configured one when given; creates its workspace if missing.
+/// configured one when given; creates its workspace if missing. Calls that need approval
+/// ask `approver`, or are denied without one.
 pub fn build(
     env: &Env,
     config: &Config,
     id: &str,
     model: Option<&str>,
+    approver: Option<Arc<dyn Approver>>,
 ) -> anyhow::Result<BuiltAgent> {
     let settings = config
         .agents
@@ -86,13 +92,44 @@ pub fn build(
         .and_then(|entry| entry.tools.as_ref())
         .unwrap_or(&config.tools);
     let index = env.index_setup(config, id);
+    let tools_key = if config
+        .agents
+        .entries
+        .get(id)
+        .is_some_and(|e| e.tools.is_some())
+    {
+        format!("agents.entries.{id}.tools")
+    } else {
+        "tools".to_owned()
+    };
+    let mut channel_grants = BTreeMap::new();
+    if let Some(telegram) = &config.channels.telegram {
+        channel_grants.insert(
+            "telegram".to_owned(),
+            grants_from_config(
+                &telegram.grants,
+                "channels.telegram.grants",
+                env.user_home.as_deref(),
+            )
+            .with_context(|| format!("channels.telegram ({})", env.config_path.display()))?,
+        );
+    }
+    let policy = ToolPolicy {
+        channel_grants,
+        approver,
+        audit: Some(env.audit_log(config)?),
+        redactor: super::redactor(config),
+        ..ToolPolicy::default()
+    };
     let tools = nanocrab_tools::builtin_registry(
         tools_config,
         &config.memory,
         &workspace,
         &index,
         env.user_home.as_deref(),
-    )?;
+        policy,
+    )
+    .with_context(|| format!("{tools_key} ({})", env.config_path.display()))?;
     let memory = MemoryRetrieval {
         index,
         search: SearchOptions::from_config(&config.memory),

@@ -20,7 +20,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     let config = env.load_config()?.config;
     let mut agents = BTreeMap::new();
     for id in config.agents.ids() {
-        let built = super::agents::build(env, &config, id, None)?;
+        let built = super::agents::build(env, &config, id, None, None)?;
         if let Some(notice) = &built.notice {
             tracing::info!(agent = id, "{notice}");
         }
@@ -74,7 +74,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         if let Some(agent) = built.get(&key) {
             return Ok(Arc::clone(agent));
         }
-        let agent = super::agents::build(&builder_env, &builder_config, id, Some(model))
+        let agent = super::agents::build(&builder_env, &builder_config, id, Some(model), None)
             .map(|b| Arc::new(b.agent))
             .map_err(|err| format!("{err:#}"))?;
         built.insert(key, Arc::clone(&agent));

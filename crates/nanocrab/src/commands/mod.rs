@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod agents;
+pub mod audit;
 pub mod gateway;
 pub mod memory;
 pub mod models;
@@ -11,13 +12,17 @@ pub mod pairing;
 pub mod security;
 pub mod sessions;
 pub mod status;
+pub mod stdin_approver;
 pub mod usage;
 
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use nanocrab_config::{Config, DEFAULT_AGENT_ID, Paths};
+use std::sync::Arc;
+
 use nanocrab_memory::{EmbeddingSetup, IndexSetup};
+use nanocrab_policy::{AuditLog, Redactor};
 use nanocrab_provider::LocalModels;
 
 /// Where this invocation reads and writes, resolved once from flags and the environment.
@@ -28,6 +33,8 @@ pub struct Env {
     pub user_home: Option<PathBuf>,
     /// The local chat models, shared by every agent of the process so each loads once.
     local_models: std::sync::OnceLock<LocalModels>,
+    /// The audit log, opened once and shared by every agent of the process.
+    audit: std::sync::OnceLock<Arc<AuditLog>>,
 }
 
 /// A local model unused this long is dropped from memory, and loaded again when next asked.
@@ -42,6 +49,7 @@ impl Env {
             config_path,
             user_home: std::env::home_dir(),
             local_models: std::sync::OnceLock::new(),
+            audit: std::sync::OnceLock::new(),
         })
     }
 
@@ -58,6 +66,16 @@ impl Env {
             Some(LOCAL_MODEL_UNLOAD_AFTER),
         );
         Ok(self.local_models.get_or_init(|| models).clone())
+    }
+
+    /// The audit log at `state/audit.sqlite`, secrets of `config` and the environment
+    /// redacted from what it keeps.
+    pub fn audit_log(&self, config: &Config) -> anyhow::Result<Arc<AuditLog>> {
+        if let Some(log) = self.audit.get() {
+            return Ok(Arc::clone(log));
+        }
+        let log = Arc::new(AuditLog::open(&self.paths.audit_log(), redactor(config))?);
+        Ok(Arc::clone(self.audit.get_or_init(|| log)))
     }
 
     /// Environment variables as the config and providers see them (`${VAR}` placeholders,
@@ -119,4 +137,35 @@ impl Env {
             ),
         }
     }
+}
+
+/// Every secret value this process knows, named by where it came from: the keys and tokens
+/// in `config` (placeholders already filled in) and environment variables whose names say
+/// they hold one.
+pub fn redactor(config: &Config) -> Redactor {
+    let mut secrets: Vec<(String, String)> = Vec::new();
+    for (name, provider) in &config.providers {
+        if let Some(key) = &provider.api_key {
+            secrets.push((format!("providers.{name}.apiKey"), key.clone()));
+        }
+    }
+    if let Some(telegram) = &config.channels.telegram {
+        secrets.push(("channels.telegram.token".into(), telegram.token.clone()));
+    }
+    if let Some(token) = &config.gateway.auth.token {
+        secrets.push(("gateway.auth.token".into(), token.clone()));
+    }
+    if let Some(key) = &config.memory.embeddings.api_key {
+        secrets.push(("memory.embeddings.apiKey".into(), key.clone()));
+    }
+    for (name, value) in std::env::vars() {
+        let upper = name.to_ascii_uppercase();
+        if ["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY"]
+            .iter()
+            .any(|suffix| upper.ends_with(suffix))
+        {
+            secrets.push((name, value));
+        }
+    }
+    Redactor::new(secrets)
 }

@@ -77,8 +77,11 @@ fn sent_messages(fake: &FakeTelegram) -> Vec<SentText> {
 fn a_direct_message_is_answered_in_its_chat_and_kept_in_its_own_session() {
     let fake = FakeTelegram::spawn(TOKEN);
     let home = telegram_home(&fake, json!({}));
-    home.mock
-        .push(Reply::text("Hello **Waffle**, nice to meet you."));
+    // Slow enough that "typing…" is surely sent before the answer, which would cancel it.
+    home.mock.push(
+        Reply::text("Hello **Waffle**, nice to meet you.")
+            .with_delay(std::time::Duration::from_millis(300)),
+    );
     fake.push_update(telegram::private_text("hello there"));
 
     let mut gateway = home.start_gateway();
