@@ -28,8 +28,9 @@ pub enum ToolSetupError {
     ExecPolicy(#[from] ExecPolicyError),
     #[error("tools.exec.timeout must be at least 1 second")]
     ZeroTimeout,
-    #[error("{key}: {source}")]
-    Grant { key: String, source: PatternError },
+    /// The pattern's error is part of the message, not a cause below it, so it is said once.
+    #[error("{key}: {reason}")]
+    Grant { key: String, reason: PatternError },
 }
 
 /// Parses the grants written under `key` (`tools.grants`, `channels.telegram.grants`); `~` is
@@ -49,7 +50,7 @@ pub fn grants_from_config(
                     pattern,
                     source: GrantSource::Config { key },
                 }),
-                Err(source) => Err(ToolSetupError::Grant { key, source }),
+                Err(reason) => Err(ToolSetupError::Grant { key, reason }),
             }
         })
         .collect::<Result<Vec<_>, _>>()

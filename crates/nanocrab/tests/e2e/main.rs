@@ -5,6 +5,7 @@ mod gateway_process;
 mod harness;
 
 mod answers;
+mod approvals;
 mod config_errors;
 mod gateway;
 mod gemini;
