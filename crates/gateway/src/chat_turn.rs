@@ -8,6 +8,7 @@ use std::time::Duration;
 use nanocrab_channels::Channel;
 use nanocrab_schema::{ChatType, InboundMessage, OutboundMessage, SessionKey};
 
+use crate::approvals::Approvals;
 use crate::chat_input::user_input;
 use crate::gateway::GatewayAgent;
 use crate::journal::{Journal, JournalEntry};
@@ -27,6 +28,7 @@ pub(crate) struct ChatTurns {
     pub(crate) channels: Vec<Arc<dyn Channel>>,
     pub(crate) journal: Arc<Journal>,
     pub(crate) status: Arc<Status>,
+    pub(crate) approvals: Arc<Approvals>,
 }
 
 impl ChatTurns {
@@ -89,6 +91,8 @@ impl ChatTurns {
         };
         let messages: Vec<_> = batch.iter().map(|entry| entry.message.clone()).collect();
         let typing = channel.capabilities().typing;
+        // The turn's approvals are asked in the chat it answers.
+        self.approvals.bind(session, chat.clone());
         let turn = async {
             let input = user_input(channel.as_ref(), &agent.workspace, &messages).await;
             agent.agent.run_turn(session, input, &mut |_| {}).await
@@ -106,6 +110,7 @@ impl ChatTurns {
                 () = show_typing => {}
             }
         };
+        self.approvals.unbind(session);
         let text = match outcome {
             Ok(outcome) => {
                 self.status.count(Event::TurnFinished);

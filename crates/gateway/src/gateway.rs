@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::access::{Access, AccessDecision};
+use crate::approvals::Approvals;
 use crate::chat_turn::{APOLOGY, ChatTurns, answer_to};
 use crate::journal::{Journal, JournalEntry, JournalError, Recorded};
 use crate::router::Router;
@@ -89,18 +90,21 @@ pub struct Gateway {
     replay: Vec<JournalEntry>,
     turns: Turns,
     status: Arc<Status>,
+    approvals: Arc<Approvals>,
     grace: Duration,
 }
 
 impl Gateway {
     /// Opens the journal in `state_dir` and checks that every agent `config.bindings` names,
-    /// and the default one, is among `agents`.
+    /// and the default one, is among `agents`. `approvals` is the approver the agents were
+    /// built with: the gateway asks its questions in the chats and takes the answers.
     pub fn new(
         config: &Config,
         agents: BTreeMap<String, GatewayAgent>,
         channels: Vec<Arc<dyn Channel>>,
         state_dir: &Path,
         access: Access,
+        approvals: Arc<Approvals>,
     ) -> Result<Self, GatewayError> {
         let needed = std::iter::once((DEFAULT_AGENT_ID, "the default route".to_owned())).chain(
             config
@@ -147,10 +151,12 @@ impl Gateway {
         let status = Arc::new(Status::new(
             channels.iter().map(|c| (c.name(), c.account())),
         ));
+        approvals.attach(channels.clone());
         let chats = ChatTurns {
             channels: channels.clone(),
             journal: Arc::clone(&journal),
             status: Arc::clone(&status),
+            approvals: Arc::clone(&approvals),
         };
         Ok(Self {
             _lock: lock,
@@ -161,6 +167,7 @@ impl Gateway {
             replay,
             turns: Turns::new(&config.gateway, agents, chats),
             status,
+            approvals,
             grace: Duration::from_secs(config.gateway.shutdown_grace),
         })
     }
@@ -271,6 +278,14 @@ impl Gateway {
                 delivery.accept();
                 return;
             }
+        }
+        // An answer to an approval goes to the run waiting for it, not into the session's
+        // queue, where it would wait behind that very run.
+        if let Some(confirmation) = self.approvals.answer_from_chat(message) {
+            tracing::info!(%channel, %chat, %sender, "approval answered");
+            self.reply(replies, answer_to(message, confirmation), None);
+            delivery.accept();
+            return;
         }
         match self.journal.record(message) {
             Ok(Recorded::New(id)) => {

@@ -6,6 +6,7 @@
 //! what happens for `GET /status`; [`server`] is the HTTP side.
 
 mod access;
+mod approvals;
 mod auth;
 mod chat_input;
 mod chat_turn;
@@ -20,6 +21,7 @@ mod status;
 mod turns;
 
 pub use access::{Access, AccessDecision, AccessError, AccessRules};
+pub use approvals::{Answered, Approvals, PendingApproval, approval_routes};
 pub use gateway::{Gateway, GatewayAgent, GatewayError, INBOX_FILE};
 pub use journal::{EntryId, Journal, JournalEntry, JournalError, Recorded};
 pub use openai_api::{DEFAULT_MODEL_NAME, SESSION_HEADER, openai_routes};

@@ -9,7 +9,7 @@ use nanocrab_channels::Channel;
 use nanocrab_config::{Config, DmPolicy, GroupPolicy, ProviderConfig, QueueMode};
 use nanocrab_core::{Agent, AgentSettings, ContextBuilder};
 use nanocrab_gateway::{
-    Access, AccessRules, Gateway, GatewayAgent, INBOX_FILE, Journal, PairingStore, Turns,
+    Access, AccessRules, Approvals, Gateway, GatewayAgent, INBOX_FILE, Journal, PairingStore, Turns,
 };
 use nanocrab_memory::SessionStore;
 use nanocrab_provider::{ModelChain, RetryPolicy};
@@ -201,6 +201,7 @@ impl Harness {
             Vec::new(),
             &self.state_dir(),
             self.open_access(),
+            Approvals::new(),
         ) {
             Ok(_) => panic!("the gateway started"),
             Err(err) => err.to_string(),
@@ -219,6 +220,7 @@ impl Harness {
             self.channels(),
             &self.state_dir(),
             self.access.clone().unwrap_or_else(|| self.open_access()),
+            Approvals::new(),
         )
         .unwrap()
     }

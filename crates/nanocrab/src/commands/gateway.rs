@@ -8,7 +8,8 @@ use anyhow::Context as _;
 use nanocrab_channels::Channel;
 use nanocrab_channels::telegram::{TelegramChannel, TelegramSettings};
 use nanocrab_core::Agent;
-use nanocrab_gateway::{Access, Gateway, GatewayAgent, PairingStore, server};
+use nanocrab_gateway::{Access, Approvals, Gateway, GatewayAgent, PairingStore, server};
+use nanocrab_policy::Approver;
 use tokio_util::sync::CancellationToken;
 
 use super::Env;
@@ -18,9 +19,16 @@ type AgentsByModel = HashMap<(String, String), Arc<Agent>>;
 
 pub fn run(env: &Env) -> anyhow::Result<()> {
     let config = env.load_config()?.config;
+    let approvals = Approvals::new();
     let mut agents = BTreeMap::new();
     for id in config.agents.ids() {
-        let built = super::agents::build(env, &config, id, None, None)?;
+        let built = super::agents::build(
+            env,
+            &config,
+            id,
+            None,
+            Some(Arc::clone(&approvals) as Arc<dyn Approver>),
+        )?;
         if let Some(notice) = &built.notice {
             tracing::info!(agent = id, "{notice}");
         }
@@ -61,20 +69,29 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     }
     let access = Access::from_config(&config.channels, PairingStore::new(&state_dir));
     let channel_names: Vec<String> = channels.iter().map(|c| c.name().to_owned()).collect();
-    let gateway = Gateway::new(&config, agents, channels, &state_dir, access)?;
+    let gateway = Gateway::new(
+        &config,
+        agents,
+        channels,
+        &state_dir,
+        access,
+        Arc::clone(&approvals),
+    )?;
 
     // An API request naming `provider/model` runs the agent on that model; each agent and
     // model pair is built once.
     let built: Arc<Mutex<AgentsByModel>> = Arc::default();
     let builder_env = env.clone();
     let builder_config = config.clone();
+    let builder_approvals = Arc::clone(&approvals);
     let model_builder: server::ModelBuilder = Arc::new(move |id: &str, model: &str| {
         let key = (id.to_owned(), model.to_owned());
         let mut built = built.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(agent) = built.get(&key) {
             return Ok(Arc::clone(agent));
         }
-        let agent = super::agents::build(&builder_env, &builder_config, id, Some(model), None)
+        let approver = Some(Arc::clone(&builder_approvals) as Arc<dyn Approver>);
+        let agent = super::agents::build(&builder_env, &builder_config, id, Some(model), approver)
             .map(|b| Arc::new(b.agent))
             .map_err(|err| format!("{err:#}"))?;
         built.insert(key, Arc::clone(&agent));
@@ -93,7 +110,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         );
         let app = server::app(
             state.with_model_builder(model_builder),
-            nanocrab_gateway::openai_routes(),
+            nanocrab_gateway::openai_routes().merge(nanocrab_gateway::approval_routes(approvals)),
         );
         let shutdown = CancellationToken::new();
         let http = tokio::spawn(server::serve(listener, app, shutdown.clone()));

@@ -8,6 +8,7 @@ mod answers;
 mod approvals;
 mod config_errors;
 mod gateway;
+mod gateway_approvals;
 mod gemini;
 mod images;
 mod local_model;

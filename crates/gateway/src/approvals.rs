@@ -1,0 +1,302 @@
+//! Approvals in the gateway: a guarded call asks in the chat its run came from (the reply
+//! `approve ID`, `always ID` or `deny ID` answers it) or, for a run with no chat (the HTTP
+//! API), waits at `GET /v1/approvals` for `POST /v1/approvals/{id}`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use async_trait::async_trait;
+use axum::extract::Path;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use nanocrab_channels::Channel;
+use nanocrab_policy::{ApprovalAnswer, ApprovalError, ApprovalReply, ApprovalRequest, Approver};
+use nanocrab_schema::{ChatRef, InboundMessage, OutboundMessage, SessionKey};
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::server::ServerState;
+
+struct Pending {
+    request: ApprovalRequest,
+    /// Where it was asked; only a reply from this chat answers it.
+    chat: Option<ChatRef>,
+    reply: oneshot::Sender<ApprovalReply>,
+}
+
+/// The approvals waiting for an answer, and where each running chat turn's session is.
+#[derive(Default)]
+pub struct Approvals {
+    pending: Mutex<BTreeMap<String, Pending>>,
+    chats: Mutex<HashMap<SessionKey, ChatRef>>,
+    /// The channels questions are sent on, given by the gateway when it starts.
+    channels: OnceLock<Vec<Arc<dyn Channel>>>,
+}
+
+/// What answering an approval did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answered {
+    Done,
+    /// No such approval is waiting (it was answered, timed out, or never existed).
+    NotPending,
+}
+
+impl Approvals {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub(crate) fn attach(&self, channels: Vec<Arc<dyn Channel>>) {
+        // Set once by the one gateway that owns these approvals; a second call changes nothing.
+        let _ = self.channels.set(channels);
+    }
+
+    /// From now until [`Self::unbind`], approvals of `session` are asked in `chat`.
+    pub(crate) fn bind(&self, session: &SessionKey, chat: ChatRef) {
+        self.chats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(session.clone(), chat);
+    }
+
+    pub(crate) fn unbind(&self, session: &SessionKey) {
+        self.chats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(session);
+    }
+
+    /// The approvals waiting now, oldest id order.
+    pub fn pending(&self) -> Vec<ApprovalRequest> {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|p| p.request.clone())
+            .collect()
+    }
+
+    /// Answers approval `id` for `by`. Only `chat` (when given) may answer one asked in a chat.
+    pub fn answer(
+        &self,
+        id: &str,
+        answer: ApprovalAnswer,
+        by: String,
+        chat: Option<&ChatRef>,
+    ) -> Answered {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let matches = pending.get(id).is_some_and(|p| match (chat, &p.chat) {
+            (Some(from), Some(asked)) => same_chat(from, asked),
+            (Some(_), None) => false,
+            (None, _) => true,
+        });
+        if !matches {
+            return Answered::NotPending;
+        }
+        match pending.remove(id) {
+            // The run may have stopped waiting in the meantime; then nobody needs the answer.
+            Some(p) => {
+                let _ = p.reply.send(ApprovalReply { answer, by });
+                Answered::Done
+            }
+            None => Answered::NotPending,
+        }
+    }
+
+    /// If `message` is an answer (`approve ID`, `always ID`, `deny ID`), applies it and returns
+    /// what to tell the sender; other messages are left for the agent.
+    pub(crate) fn answer_from_chat(&self, message: &InboundMessage) -> Option<String> {
+        let mut words = message.text.split_whitespace();
+        let (verb, id, rest) = (words.next()?, words.next()?, words.next());
+        if rest.is_some() || id.len() != 6 || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return None;
+        }
+        let answer = match verb.to_ascii_lowercase().as_str() {
+            "approve" => ApprovalAnswer::Once,
+            "always" => ApprovalAnswer::Session,
+            "deny" => ApprovalAnswer::Deny,
+            _ => return None,
+        };
+        let id = id.to_ascii_lowercase();
+        let by = format!("{}:{}", message.channel, message.sender.id);
+        Some(match self.answer(&id, answer, by, Some(&message.chat())) {
+            Answered::Done => match answer {
+                ApprovalAnswer::Once => format!("Approved {id}."),
+                ApprovalAnswer::Session => {
+                    format!("Approved {id}, and the same for the rest of this conversation.")
+                }
+                ApprovalAnswer::Deny => format!("Denied {id}."),
+            },
+            Answered::NotPending => format!(
+                "No approval {id} is waiting in this chat: it was answered already or timed out."
+            ),
+        })
+    }
+
+    fn chat_of(&self, session: Option<&SessionKey>) -> Option<ChatRef> {
+        let session = session?;
+        self.chats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(session)
+            .cloned()
+    }
+}
+
+fn same_chat(a: &ChatRef, b: &ChatRef) -> bool {
+    a.channel == b.channel && a.account == b.account && a.chat_id == b.chat_id
+}
+
+/// Takes an approval off the list when its run stops waiting, answered or not.
+struct Withdraw<'a> {
+    approvals: &'a Approvals,
+    id: String,
+}
+
+impl Drop for Withdraw<'_> {
+    fn drop(&mut self) {
+        self.approvals
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}
+
+#[async_trait]
+impl Approver for Approvals {
+    async fn ask(&self, request: &ApprovalRequest) -> Result<ApprovalReply, ApprovalError> {
+        let (reply, answer) = oneshot::channel();
+        let chat = self.chat_of(request.session.as_ref());
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                request.id.clone(),
+                Pending {
+                    request: request.clone(),
+                    chat: chat.clone(),
+                    reply,
+                },
+            );
+        let _withdraw = Withdraw {
+            approvals: self,
+            id: request.id.clone(),
+        };
+        match &chat {
+            Some(chat) => {
+                let channel = self.channels.get().and_then(|channels| {
+                    channels
+                        .iter()
+                        .find(|c| c.name() == chat.channel && c.account() == chat.account)
+                });
+                let Some(channel) = channel else {
+                    return Err(ApprovalError::Unreachable(format!(
+                        "the channel {} is not running",
+                        chat.channel
+                    )));
+                };
+                let question = OutboundMessage {
+                    chat: chat.clone(),
+                    text: request.question(),
+                    reply_to_message_id: None,
+                };
+                channel.send(&question).await.map_err(|err| {
+                    ApprovalError::Unreachable(format!("the question could not be sent: {err}"))
+                })?;
+            }
+            None => tracing::info!(
+                approval = %request.id,
+                "{} waits for approval at GET /v1/approvals",
+                request.tool
+            ),
+        }
+        answer
+            .await
+            .map_err(|_| ApprovalError::Unreachable("the gateway is stopping".into()))
+    }
+}
+
+/// An approval as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingApproval {
+    pub id: String,
+    pub agent: String,
+    pub session: Option<String>,
+    pub tool: String,
+    pub summary: String,
+    pub risk: String,
+    pub needs: Vec<String>,
+    /// Whether `always` may be answered.
+    pub session_grant_offered: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct AnswerBody {
+    answer: String,
+}
+
+/// `GET /v1/approvals` and `POST /v1/approvals/{id}` (`{"answer": "approve" | "always" |
+/// "deny"}`), for runs that have no chat to ask in; mounted behind the gateway's token.
+pub fn approval_routes(approvals: Arc<Approvals>) -> Router<ServerState> {
+    let listed = Arc::clone(&approvals);
+    Router::new()
+        .route(
+            "/v1/approvals",
+            get(move || {
+                let approvals = Arc::clone(&listed);
+                async move {
+                    let data: Vec<PendingApproval> = approvals
+                        .pending()
+                        .into_iter()
+                        .map(|r| PendingApproval {
+                            id: r.id,
+                            agent: r.agent,
+                            session: r.session.map(|s| s.to_string()),
+                            tool: r.tool,
+                            summary: r.summary,
+                            risk: r.risk.to_string(),
+                            needs: r.missing.iter().map(ToString::to_string).collect(),
+                            session_grant_offered: r.session_grant_offered,
+                        })
+                        .collect();
+                    Json(serde_json::json!({ "data": data }))
+                }
+            }),
+        )
+        .route(
+            "/v1/approvals/{id}",
+            post(move |Path(id): Path<String>, Json(body): Json<AnswerBody>| {
+                let approvals = Arc::clone(&approvals);
+                async move {
+                    let answer = match body.answer.as_str() {
+                        "approve" => ApprovalAnswer::Once,
+                        "always" => ApprovalAnswer::Session,
+                        "deny" => ApprovalAnswer::Deny,
+                        other => {
+                            return (
+                                StatusCode::BAD_REQUEST,
+                                Json(serde_json::json!({"error": {
+                                    "message": format!("answer must be approve, always or deny, not {other:?}")
+                                }})),
+                            );
+                        }
+                    };
+                    match approvals.answer(&id, answer, "api".into(), None) {
+                        Answered::Done => (
+                            StatusCode::OK,
+                            Json(serde_json::json!({"id": id, "answer": body.answer})),
+                        ),
+                        Answered::NotPending => (
+                            StatusCode::NOT_FOUND,
+                            Json(serde_json::json!({"error": {
+                                "message": format!("no approval {id} is waiting")
+                            }})),
+                        ),
+                    }
+                }
+            }),
+        )
+}

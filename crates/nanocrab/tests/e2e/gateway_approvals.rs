@@ -1,0 +1,206 @@
+//! Approvals in the gateway: asked in the Telegram chat the run came from and answered by a
+//! reply there, or answered over the HTTP API for a run with no chat.
+
+use nanocrab_testkit::Reply;
+use nanocrab_testkit::telegram::{self, FakeTelegram};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::harness::{Home, Wire, tool_results};
+
+const TOKEN: &str = "123456:fake-telegram-5ecret";
+/// The sender of the recorded private message (`update-private-text.json`).
+const OWNER: &str = "218485655";
+
+/// A home with exec in full mode (each shell command guarded) and the model scripted to run
+/// `touch made.txt` and then say "Done.".
+fn guarded_home(extra: Value) -> Home {
+    let home = Home::new(Wire::OpenAi);
+    let mut config = home.base_config();
+    config["tools"] = json!({"exec": {"mode": "full"}});
+    config["gateway"] = json!({ "port": 0, "auth": { "token": "gw-5ecret-token" } });
+    for (key, value) in extra.as_object().unwrap() {
+        config[key] = value.clone();
+    }
+    home.write_config(config);
+    home.mock.push(Reply::tool_call(
+        "call_1",
+        "exec",
+        json!({"command": "touch made.txt && echo made"}),
+    ));
+    home.mock.push(Reply::text("Done."));
+    home
+}
+
+fn private_message(id: i64, text: &str) -> Value {
+    let mut update = telegram::private_text(text);
+    update["message"]["message_id"] = json!(id);
+    update
+}
+
+#[test]
+fn a_call_from_telegram_is_asked_in_the_chat_and_runs_when_the_owner_replies_approve() {
+    let fake = FakeTelegram::spawn(TOKEN);
+    let home = guarded_home(json!({"channels": {"telegram": {
+        "token": TOKEN,
+        "apiBase": fake.api_base(),
+        "pollTimeout": 1,
+        "allowFrom": [OWNER],
+    }}}));
+    fake.push_update(private_message(701, "make the file please"));
+    let mut gateway = home.start_gateway();
+
+    let question = gateway.eventually("the approval question", |_| {
+        fake.sent_messages()
+            .into_iter()
+            .find(|m| m.text.starts_with("Approval "))
+    });
+    let id = question.text["Approval ".len().."Approval ".len() + 6].to_owned();
+    let ws = home.workspace().canonicalize().unwrap();
+    assert_eq!(
+        (question.chat_id.as_str(), question.text.as_str()),
+        (
+            OWNER,
+            format!(
+                "Approval {id} needed (guarded): exec wants to run <code>touch made.txt &amp;&amp; echo made</code> (sh -c) in {}\nNeeds: exec:sh\nReply: approve {id} · always {id} · deny {id}",
+                ws.display()
+            )
+            .as_str()
+        )
+    );
+    assert!(
+        !home.workspace().join("made.txt").exists(),
+        "nothing runs before the answer"
+    );
+
+    fake.push_update(private_message(702, &format!("approve {id}")));
+    gateway.eventually("the answer", |_| {
+        fake.sent_messages()
+            .into_iter()
+            .any(|m| m.text == "Done.")
+            .then_some(())
+    });
+    let texts: Vec<String> = fake.sent_messages().into_iter().map(|m| m.text).collect();
+    assert_eq!(texts[1..], [format!("Approved {id}."), "Done.".to_owned()]);
+    assert!(home.workspace().join("made.txt").exists());
+    let requests = home.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "the reply went to the waiting run, not to the model"
+    );
+    let (_, output, is_error) = tool_results(&requests[1].body).remove(0);
+    assert!(!is_error, "{output}");
+    assert!(gateway.terminate().success());
+
+    let audit = home.run(home.nanocrab().args(["audit", "list", "--json"]));
+    let record: Value = serde_json::from_str(audit.stdout.trim()).unwrap();
+    assert_eq!(
+        (
+            &record["session"],
+            &record["approval"]["result"],
+            &record["approval"]["by"]
+        ),
+        (
+            &json!(format!("agent:main:telegram:dm:{OWNER}")),
+            &json!("allowed_once"),
+            &json!(format!("telegram:{OWNER}"))
+        )
+    );
+}
+
+#[test]
+fn a_reply_deny_stops_the_call_and_a_stale_id_is_said_to_be_stale() {
+    let fake = FakeTelegram::spawn(TOKEN);
+    let home = guarded_home(json!({"channels": {"telegram": {
+        "token": TOKEN,
+        "apiBase": fake.api_base(),
+        "pollTimeout": 1,
+        "allowFrom": [OWNER],
+    }}}));
+    fake.push_update(private_message(801, "make the file please"));
+    let mut gateway = home.start_gateway();
+    let question = gateway.eventually("the approval question", |_| {
+        fake.sent_messages()
+            .into_iter()
+            .find(|m| m.text.starts_with("Approval "))
+    });
+    let id = question.text["Approval ".len().."Approval ".len() + 6].to_owned();
+    fake.push_update(private_message(802, &format!("deny {id}")));
+    gateway.eventually("the answer", |_| {
+        fake.sent_messages()
+            .into_iter()
+            .any(|m| m.text == "Done.")
+            .then_some(())
+    });
+    fake.push_update(private_message(803, &format!("approve {id}")));
+    gateway.eventually("the stale answer's reply", |_| {
+        (fake.sent_messages().len() == 4).then_some(())
+    });
+    let texts: Vec<String> = fake.sent_messages().into_iter().map(|m| m.text).collect();
+    assert_eq!(
+        texts[1..],
+        [
+            format!("Denied {id}."),
+            "Done.".to_owned(),
+            format!(
+                "No approval {id} is waiting in this chat: it was answered already or timed out."
+            ),
+        ]
+    );
+    assert!(!home.workspace().join("made.txt").exists());
+    let (_, output, is_error) = tool_results(&home.requests()[1].body).remove(0);
+    assert!(is_error);
+    assert_eq!(
+        output,
+        format!(
+            "Error: telegram:{OWNER} denied exec (approval {id}). Do not retry it; ask the user \
+             what to do instead."
+        )
+    );
+    assert!(gateway.terminate().success());
+}
+
+#[test]
+fn a_call_from_the_http_api_waits_at_v1_approvals_and_runs_when_approved_there() {
+    let home = guarded_home(json!({}));
+    let gateway = home.start_gateway();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/approval_client.py");
+    let output = home
+        .openai_python()
+        .arg(script)
+        .arg(&gateway.base)
+        .arg("gw-5ecret-token")
+        .arg("approve")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}\n{}\ngateway log:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+        gateway.log()
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let pending = &result["pending"][0];
+    let ws = home.workspace().canonicalize().unwrap();
+    assert_eq!(
+        result,
+        json!({
+            "pending": [{
+                "id": pending["id"],
+                "agent": "main",
+                "session": "agent:main:openai:bob",
+                "tool": "exec",
+                "summary": format!("run `touch made.txt && echo made` (sh -c) in {}", ws.display()),
+                "risk": "guarded",
+                "needs": ["exec:sh"],
+                "sessionGrantOffered": true,
+            }],
+            "answer_status": 200,
+            "content": "Done.",
+        })
+    );
+    assert!(home.workspace().join("made.txt").exists());
+}
