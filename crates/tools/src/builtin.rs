@@ -10,6 +10,7 @@ use nanocrab_policy::{ExecPolicy, ExecPolicyError, PathGuard, PathGuardError};
 
 use crate::edit_file::EditFileTool;
 use crate::exec::ExecTool;
+use crate::exec_sandbox::{ExecSandbox, SandboxLauncher};
 use crate::list_dir::ListDirTool;
 use crate::memory_get::MemoryGetTool;
 use crate::memory_search::MemorySearchTool;
@@ -29,13 +30,16 @@ pub enum ToolSetupError {
 
 /// read_file, write_file, edit_file, list_dir, exec, memory_search and memory_get, in that
 /// order, under `config`'s policy. `exec` children get the allowed variables of this process's
-/// environment. `index` says how memory is searched.
+/// environment. `index` says how memory is searched. `launcher` runs `exec` commands in the OS
+/// sandbox (`tools.exec.sandbox`); without it they run unsandboxed under `mode: auto` and are
+/// refused under `mode: required`.
 pub fn builtin_registry(
     config: &ToolsConfig,
     memory: &MemoryConfig,
     workspace: &Path,
     index: &IndexSetup,
     home: Option<&Path>,
+    launcher: Option<&SandboxLauncher>,
 ) -> Result<ToolRegistry, ToolSetupError> {
     if config.exec.timeout == 0 {
         return Err(ToolSetupError::ZeroTimeout);
@@ -52,6 +56,7 @@ pub fn builtin_registry(
         policy,
         Duration::from_secs(config.exec.timeout),
         std::env::vars_os(),
+        ExecSandbox::from_config(&config.exec.sandbox, launcher),
     )));
     registry.register(Arc::new(MemorySearchTool::new(
         IndexSetup {

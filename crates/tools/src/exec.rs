@@ -1,5 +1,6 @@
 //! The `exec` tool: runs what the exec policy accepted, in its own process group, with a
-//! scrubbed environment, a timeout that kills the whole group, and capped output.
+//! scrubbed environment, a timeout that kills the whole group, and capped output, inside the
+//! OS sandbox ([`ExecSandbox`]).
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -18,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::process::{Child, Command};
 
 use crate::arguments::parse_arguments;
+use crate::exec_sandbox::ExecSandbox;
 use crate::tool::{Tool, ToolContext, ToolError};
 
 /// The only variables a command sees: enough to find programs and format text, and nothing
@@ -35,17 +37,19 @@ pub struct ExecTool {
     policy: ExecPolicy,
     timeout: Duration,
     env: Vec<(OsString, OsString)>,
+    sandbox: ExecSandbox,
 }
 
 impl ExecTool {
     /// `base_env` is the environment to take [`PASSED_ENV_VARS`] from (the process's own in
     /// production); relative PATH entries are dropped so a file in the workspace cannot
-    /// shadow a safe bin.
+    /// shadow a safe bin. Every command runs under `sandbox`.
     pub fn new(
         guard: Arc<PathGuard>,
         policy: ExecPolicy,
         timeout: Duration,
         base_env: impl IntoIterator<Item = (OsString, OsString)>,
+        sandbox: ExecSandbox,
     ) -> Self {
         let env = base_env
             .into_iter()
@@ -65,19 +69,26 @@ impl ExecTool {
             policy,
             timeout,
             env,
+            sandbox,
         }
     }
 
-    fn command(&self, program: &str, cwd: &Path) -> Command {
+    /// `argv` wrapped by the sandbox, not started yet.
+    fn command(&self, argv: &[String], cwd: &Path) -> Result<Command, ToolError> {
+        let wrapped = self.sandbox.wrap(argv, self.guard.workspace())?;
+        let Some((program, args)) = wrapped.split_first() else {
+            return Err(ToolError::Rejected("the command is empty".into()));
+        };
         let mut command = Command::new(program);
         command
+            .args(args)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(cwd)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        command
+        Ok(command)
     }
 }
 
@@ -122,8 +133,15 @@ impl Tool for ExecTool {
             "`command` (string) and optional `working_dir` (string)",
         )?;
         let cwd = match &args.working_dir {
+            Some(_) if !self.sandbox.allows_working_dir() => {
+                return Err(ToolError::Rejected(
+                    "working_dir is not available: commands run in their scratch directory \
+                     (tools.exec.sandbox.workspaceAccess is `none`)"
+                        .into(),
+                ));
+            }
             Some(dir) => self.guard.check_read(dir)?,
-            None => self.guard.workspace().to_path_buf(),
+            None => self.sandbox.default_cwd(self.guard.workspace())?,
         };
         if !cwd.is_dir() {
             return Err(ToolError::Rejected(format!(
@@ -144,13 +162,16 @@ impl Tool for ExecTool {
         let stderr = Arc::new(Mutex::new(Capture::default()));
         let mut readers = Vec::new();
         for (index, argv) in argvs.iter().enumerate() {
-            let Some((program, rest)) = argv.split_first() else {
+            let Some(program) = argv.first() else {
                 return Err(ToolError::Rejected("the command is empty".into()));
             };
-            let mut command = self.command(program, &cwd);
+            // Each stage gets its own launcher, with the same policy: the pipes stay wired
+            // here, in one place, rather than the launcher growing a pipeline runner, and a
+            // launcher costs a fork and an exec per stage.
+            let mut command = self.command(argv, &cwd)?;
             // The first process leads a new group (0); the others join it.
             let pgid = group.pgid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
-            command.args(rest).process_group(pgid);
+            command.process_group(pgid);
             match children.last_mut().and_then(|prev| prev.stdout.take()) {
                 Some(previous) => {
                     let stdin: Stdio = previous.try_into().map_err(|source| ToolError::Spawn {
