@@ -151,6 +151,105 @@ impl SandboxProvider for LandlockProvider {
     }
 }
 
+/// bubblewrap around the Landlock launcher: bwrap first (it needs the syscalls seccomp takes
+/// away: it cannot start under our filter), then the launcher inside adds its restrictions.
+/// What bwrap adds is namespaces: a PID namespace (the command sees only its own processes,
+/// and they all die with it), a network namespace with only a downed loopback when network is
+/// off, and a fresh `/proc`. Writes stay Landlock's job (`/` is bound read-write), so a denied
+/// write fails the same way with or without bwrap.
+#[derive(Debug, Clone)]
+pub struct BwrapProvider {
+    bwrap: PathBuf,
+    launcher: LandlockProvider,
+}
+
+impl BwrapProvider {
+    /// `bwrap` found in the directories of `path_var` (a `PATH` value), if any.
+    pub fn find(path_var: Option<&OsStr>, launcher: impl Into<PathBuf>) -> Option<Self> {
+        let bwrap = std::env::split_paths(path_var?)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join("bwrap"))
+            .find(|candidate| candidate.is_file())?;
+        Some(Self::new(bwrap, launcher))
+    }
+
+    pub fn new(bwrap: impl Into<PathBuf>, launcher: impl Into<PathBuf>) -> Self {
+        Self {
+            bwrap: bwrap.into(),
+            launcher: LandlockProvider::new(launcher),
+        }
+    }
+}
+
+impl SandboxProvider for BwrapProvider {
+    fn name(&self) -> &'static str {
+        "bwrap"
+    }
+
+    /// Runs `sh -c 'exit 0'` through bwrap and the launcher: whether bwrap may create
+    /// namespaces depends on the container and the kernel's settings, not on its presence.
+    fn check(&self) -> Result<(), SandboxError> {
+        self.launcher.check()?;
+        let policy = SandboxPolicy {
+            workspace: "/".into(),
+            workspace_access: WorkspaceAccess::ReadOnly,
+            writable_roots: Vec::new(),
+            tmp_dir: None,
+            network: false,
+            limits: ResourceLimits::default(),
+        };
+        let argv = self.wrap(&["sh".into(), "-c".into(), "exit 0".into()], &policy)?;
+        let unavailable = |reason: String| SandboxError::Unavailable {
+            feature: "bubblewrap",
+            reason,
+        };
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| unavailable("has no command".into()))?;
+        let output = std::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|err| unavailable(format!("cannot start {}: {err}", self.bwrap.display())))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        Err(unavailable(format!(
+            "cannot set up its namespaces here ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        )))
+    }
+
+    fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Vec<OsString>, SandboxError> {
+        let mut wrapped: Vec<OsString> = vec![
+            self.bwrap.clone().into_os_string(),
+            // Nothing inside outlives the call's process group leader (bwrap).
+            "--die-with-parent".into(),
+            "--unshare-pid".into(),
+        ];
+        if !policy.network {
+            wrapped.push("--unshare-net".into());
+        }
+        wrapped.extend(
+            [
+                "--bind",
+                "/",
+                "/",
+                "--dev-bind",
+                "/dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--",
+            ]
+            .map(OsString::from),
+        );
+        wrapped.extend(self.launcher.wrap(argv, policy)?);
+        Ok(wrapped)
+    }
+}
+
 /// No sandbox: the command runs as it is. The explicit opt-out, and what `auto` falls back to
 /// on a kernel without Landlock.
 #[derive(Debug, Clone, Copy, Default)]
@@ -321,6 +420,62 @@ mod tests {
         let err = parse_launcher_args(["{\"network\": 1}".into(), "--".into(), "true".into()])
             .unwrap_err();
         assert!(err.starts_with("invalid policy: "), "{err}");
+    }
+
+    #[test]
+    fn bwrap_runs_the_launcher_inside_its_namespaces() {
+        let provider = BwrapProvider::new("/usr/bin/bwrap", "/usr/bin/nanocrab");
+        let mut policy = policy();
+        let argv = ["make".to_owned()];
+        let json = serde_json::to_string(&policy).unwrap();
+        let namespaces = ["/usr/bin/bwrap", "--die-with-parent", "--unshare-pid"];
+        let mounts = [
+            "--bind",
+            "/",
+            "/",
+            "--dev-bind",
+            "/dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--",
+        ];
+        let launcher = ["/usr/bin/nanocrab", LAUNCHER_ARG, &json, "--", "make"];
+        let offline: Vec<&str> = namespaces
+            .iter()
+            .chain(&["--unshare-net"])
+            .chain(&mounts)
+            .chain(&launcher)
+            .copied()
+            .collect();
+        assert_eq!(provider.wrap(&argv, &policy).unwrap(), offline);
+
+        policy.network = true;
+        let json = serde_json::to_string(&policy).unwrap();
+        let launcher = ["/usr/bin/nanocrab", LAUNCHER_ARG, &json, "--", "make"];
+        let online: Vec<&str> = namespaces
+            .iter()
+            .chain(&mounts)
+            .chain(&launcher)
+            .copied()
+            .collect();
+        assert_eq!(provider.wrap(&argv, &policy).unwrap(), online);
+    }
+
+    #[test]
+    fn bwrap_is_looked_up_in_the_absolute_directories_of_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("bwrap"), "").unwrap();
+        let path =
+            std::env::join_paths(["relative/bin".into(), dir.path().join("empty"), bin.clone()])
+                .unwrap();
+        let found = BwrapProvider::find(Some(&path), "/usr/bin/nanocrab").unwrap();
+        assert_eq!(found.bwrap, bin.join("bwrap"));
+        let relative = std::env::join_paths(["relative/bin"]).unwrap();
+        assert!(BwrapProvider::find(Some(&relative), "/usr/bin/nanocrab").is_none());
+        assert!(BwrapProvider::find(None, "/usr/bin/nanocrab").is_none());
     }
 
     #[test]

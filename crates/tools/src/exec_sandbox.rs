@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use nanocrab_config::{SandboxConfig, SandboxMode, SandboxScope, WorkspaceAccess};
 use nanocrab_sandbox::{
-    LandlockProvider, ResourceLimits, SandboxPolicy, SandboxProvider, Unsandboxed,
+    BwrapProvider, LandlockProvider, ResourceLimits, SandboxPolicy, SandboxProvider, Unsandboxed,
 };
 
 use crate::tool::ToolError;
@@ -69,10 +69,10 @@ impl ExecSandbox {
         let checked = match launcher {
             None => Err("this process has no sandbox launcher".to_owned()),
             Some(launcher) => {
-                let provider = LandlockProvider::new(&launcher.program);
-                provider
+                let landlock = LandlockProvider::new(&launcher.program);
+                landlock
                     .check()
-                    .map(|()| (provider, launcher))
+                    .map(|()| (with_bwrap(landlock, &launcher.program), launcher))
                     .map_err(|err| err.to_string())
             }
         };
@@ -104,7 +104,7 @@ impl ExecSandbox {
         let mib = |value: u64| (value > 0).then(|| value.saturating_mul(1 << 20));
         let nonzero = |value: u64| (value > 0).then_some(value);
         Self {
-            provider: Arc::new(provider),
+            provider,
             unavailable: None,
             workspace_access: config.workspace_access,
             scratch: Some(scratch),
@@ -118,7 +118,7 @@ impl ExecSandbox {
         }
     }
 
-    /// The provider's name (`landlock`, `off`).
+    /// The provider's name (`bwrap`, `landlock`, `off`).
     pub fn provider_name(&self) -> &'static str {
         self.provider.name()
     }
@@ -182,6 +182,22 @@ impl ExecSandbox {
         match &self.unavailable {
             Some(reason) => Err(ToolError::Rejected(reason.clone())),
             None => Ok(()),
+        }
+    }
+}
+
+/// bubblewrap around the launcher when `bwrap` is on nanocrab's PATH and may create
+/// namespaces here; the launcher alone otherwise, which confines writes and sockets just the
+/// same.
+fn with_bwrap(landlock: LandlockProvider, launcher: &Path) -> Arc<dyn SandboxProvider> {
+    let Some(bwrap) = BwrapProvider::find(std::env::var_os("PATH").as_deref(), launcher) else {
+        return Arc::new(landlock);
+    };
+    match bwrap.check() {
+        Ok(()) => Arc::new(bwrap),
+        Err(err) => {
+            tracing::debug!("{err}; exec commands are sandboxed without bubblewrap");
+            Arc::new(landlock)
         }
     }
 }
