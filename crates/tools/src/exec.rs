@@ -112,6 +112,12 @@ impl Tool for ExecTool {
             ),
             ExecMode::Full => format!("Run a shell command (sh -c). Timeout {secs}s."),
         };
+        let description = match (self.policy.mode(), self.sandbox.describe()) {
+            (ExecMode::Allowlist | ExecMode::Full, Some(sandbox)) => {
+                format!("{description} {sandbox}")
+            }
+            (ExecMode::Deny, _) | (_, None) => description,
+        };
         ToolDef {
             name: "exec".into(),
             description,

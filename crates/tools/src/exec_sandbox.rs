@@ -123,6 +123,18 @@ impl ExecSandbox {
         self.provider.name()
     }
 
+    /// A sentence for the tool's description, so that the model expects a denied write or
+    /// socket rather than retrying it; none when commands run unsandboxed.
+    pub(crate) fn describe(&self) -> Option<String> {
+        self.scratch.as_ref()?;
+        let writable = match self.workspace_access {
+            WorkspaceAccess::ReadWrite => "in the workspace and $TMPDIR",
+            WorkspaceAccess::ReadOnly | WorkspaceAccess::None => "in $TMPDIR only",
+        };
+        let network = if self.network { "" } else { ", no network" };
+        Some(format!("Sandboxed: writes {writable}{network}."))
+    }
+
     /// Where a command runs when it names no working directory: the scratch directory when
     /// the workspace is not the command's to use.
     pub(crate) fn default_cwd(&self, workspace: &Path) -> Result<PathBuf, ToolError> {

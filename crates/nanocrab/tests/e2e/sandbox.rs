@@ -91,6 +91,18 @@ fn a_script_the_agent_wrote_writes_in_the_workspace_but_not_outside_it() {
         "inside\n"
     );
     assert!(!target.exists());
+    let tools = &home.requests()[0].body["tools"];
+    let exec = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "exec")
+        .unwrap();
+    assert_eq!(
+        exec["function"]["description"],
+        "Run a shell command (sh -c). Timeout 60s. Sandboxed: writes in the workspace and \
+         $TMPDIR, no network."
+    );
 }
 
 #[test]
