@@ -130,6 +130,11 @@ impl PathGuard {
         self.home.as_deref()
     }
 
+    /// `allowedPaths`, resolved.
+    pub fn allowed_paths(&self) -> &[PathBuf] {
+        &self.allowed
+    }
+
     pub fn restricts_to_workspace(&self) -> bool {
         self.restrict_to_workspace
     }

@@ -30,8 +30,9 @@ pub struct SandboxPolicy {
     /// The agent's workspace.
     pub workspace: PathBuf,
     pub workspace_access: WorkspaceAccess,
-    /// Directories writable besides the workspace (the scratch directory). Each must exist:
-    /// a missing one is a setup error rather than a silently dropped rule.
+    /// Directories (or files) writable besides the workspace: the scratch directory, allowed
+    /// paths. Each must exist: a missing one is a setup error rather than a silently dropped
+    /// rule.
     pub writable_roots: Vec<PathBuf>,
     /// `TMPDIR` for the command: `/tmp` is not writable inside.
     pub tmp_dir: Option<PathBuf>,

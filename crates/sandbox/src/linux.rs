@@ -115,11 +115,11 @@ fn set_limits(limits: &ResourceLimits) -> std::io::Result<()> {
 
 fn landlock(policy: &SandboxPolicy) -> Result<(), String> {
     let writable = policy.writable();
-    for dir in &writable {
-        if !dir.is_dir() {
+    for path in &writable {
+        if !path.exists() {
             return Err(format!(
-                "the writable directory {} does not exist",
-                dir.display()
+                "the writable path {} does not exist",
+                path.display()
             ));
         }
     }

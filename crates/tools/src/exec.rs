@@ -75,7 +75,9 @@ impl ExecTool {
 
     /// `argv` wrapped by the sandbox, not started yet.
     fn command(&self, argv: &[String], cwd: &Path) -> Result<Command, ToolError> {
-        let wrapped = self.sandbox.wrap(argv, self.guard.workspace())?;
+        let wrapped =
+            self.sandbox
+                .wrap(argv, self.guard.workspace(), self.guard.allowed_paths())?;
         let Some((program, args)) = wrapped.split_first() else {
             return Err(ToolError::Rejected("the command is empty".into()));
         };

@@ -159,23 +159,30 @@ impl ExecSandbox {
         }
     }
 
-    /// The argv that runs `argv` in the sandbox for one call.
+    /// The argv that runs `argv` in the sandbox for one call. `allowed` (`allowedPaths`) are
+    /// writable like the workspace, as the file tools may write them too.
     pub(crate) fn wrap(
         &self,
         argv: &[String],
         workspace: &Path,
+        allowed: &[PathBuf],
     ) -> Result<Vec<OsString>, ToolError> {
         self.usable()?;
         if let Some(scratch) = &self.scratch {
             create_private_dir(scratch)?;
         }
-        let policy = self.policy(workspace);
+        let policy = self.policy(workspace, allowed);
         self.provider
             .wrap(argv, &policy)
             .map_err(|err| ToolError::Rejected(err.to_string()))
     }
 
-    fn policy(&self, workspace: &Path) -> SandboxPolicy {
+    fn policy(&self, workspace: &Path, allowed: &[PathBuf]) -> SandboxPolicy {
+        let allowed = match self.workspace_access {
+            // One that does not exist (yet) would make the launcher refuse the whole call.
+            WorkspaceAccess::ReadWrite => allowed.iter().filter(|p| p.exists()).cloned().collect(),
+            WorkspaceAccess::ReadOnly | WorkspaceAccess::None => Vec::new(),
+        };
         SandboxPolicy {
             workspace: workspace.to_path_buf(),
             workspace_access: match self.workspace_access {
@@ -183,7 +190,7 @@ impl ExecSandbox {
                 WorkspaceAccess::ReadOnly => nanocrab_sandbox::WorkspaceAccess::ReadOnly,
                 WorkspaceAccess::ReadWrite => nanocrab_sandbox::WorkspaceAccess::ReadWrite,
             },
-            writable_roots: self.scratch.iter().cloned().collect(),
+            writable_roots: self.scratch.iter().cloned().chain(allowed).collect(),
             tmp_dir: self.scratch.clone(),
             network: self.network,
             limits: self.limits,

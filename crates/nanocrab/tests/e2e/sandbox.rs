@@ -373,3 +373,36 @@ fn the_launcher_reports_setup_failures_with_its_exit_codes() {
         "NoNewPrivs:\t1\nSeccomp:\t2\n"
     );
 }
+
+#[test]
+fn allowed_paths_are_writable_like_the_workspace() {
+    let home = Home::new(Wire::OpenAi);
+    let shared = home.user_home().join("shared-notes");
+    std::fs::create_dir_all(&shared).unwrap();
+    let mut config = home.base_config();
+    config["tools"] = json!({"exec": {"mode": "full"}, "allowedPaths": [shared]});
+    home.write_config(config);
+    let target = outside(&home, "escaped-allowed.txt");
+
+    let results = run_steps(
+        &home,
+        &[vec![exec(format!(
+            "echo ok > {}/note.txt; echo no > {}",
+            shown(&shared),
+            shown(&target)
+        ))]],
+    );
+
+    assert_eq!(
+        results[0],
+        format!(
+            "[stderr]\nsh: 1: cannot create {}: Permission denied\n[exit code 2]\n",
+            shown(&target)
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(shared.join("note.txt")).unwrap(),
+        "ok\n"
+    );
+    assert!(!target.exists());
+}
