@@ -767,6 +767,9 @@ pub struct ExecConfig {
     /// Seconds before a command and all its children are killed.
     #[serde(default = "default_exec_timeout")]
     pub timeout: u64,
+    /// The OS sandbox commands run in (Linux: Landlock and seccomp).
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
 }
 
 impl Default for ExecConfig {
@@ -775,8 +778,107 @@ impl Default for ExecConfig {
             mode: ExecMode::default(),
             safe_bins: None,
             timeout: default_exec_timeout(),
+            sandbox: SandboxConfig::default(),
         }
     }
+}
+
+/// Where and how far commands of `exec` are confined by the kernel, whatever the exec policy
+/// let through.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SandboxConfig {
+    #[serde(default)]
+    pub mode: SandboxMode,
+    /// What commands may do in the workspace.
+    #[serde(default)]
+    pub workspace_access: WorkspaceAccess,
+    /// Which scratch directory under `$NANOCRAB_HOME/state/sandbox/` commands may write
+    /// besides the workspace (it is also their `TMPDIR`).
+    #[serde(default)]
+    pub scope: SandboxScope,
+    /// Commands may open network sockets (Unix sockets always work).
+    #[serde(default)]
+    pub network: bool,
+    /// Address space of each process in MiB (RLIMIT_AS); 0: no limit.
+    #[serde(default = "default_sandbox_memory_mb")]
+    pub memory_mb: u64,
+    /// CPU seconds of each process (RLIMIT_CPU); 0: no limit.
+    #[serde(default = "default_sandbox_cpu_seconds")]
+    pub cpu_seconds: u64,
+    /// The largest file a command may write, in MiB (RLIMIT_FSIZE); 0: no limit.
+    #[serde(default = "default_sandbox_file_size_mb")]
+    pub file_size_mb: u64,
+    /// Open files of each process (RLIMIT_NOFILE); 0: no limit.
+    #[serde(default = "default_sandbox_open_files")]
+    pub open_files: u64,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            mode: SandboxMode::default(),
+            workspace_access: WorkspaceAccess::default(),
+            scope: SandboxScope::default(),
+            network: false,
+            memory_mb: default_sandbox_memory_mb(),
+            cpu_seconds: default_sandbox_cpu_seconds(),
+            file_size_mb: default_sandbox_file_size_mb(),
+            open_files: default_sandbox_open_files(),
+        }
+    }
+}
+
+// Address space, not resident memory: compilers and runtimes reserve far more than they
+// touch, so this is generous.
+fn default_sandbox_memory_mb() -> u64 {
+    8192
+}
+fn default_sandbox_cpu_seconds() -> u64 {
+    600
+}
+fn default_sandbox_file_size_mb() -> u64 {
+    1024
+}
+fn default_sandbox_open_files() -> u64 {
+    4096
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SandboxMode {
+    /// Sandboxed where the kernel supports it; elsewhere commands run unsandboxed, with a
+    /// warning.
+    #[default]
+    Auto,
+    /// Sandboxed or not at all: without kernel support every exec call fails.
+    Required,
+    /// Never sandboxed (logged as a warning at start).
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum WorkspaceAccess {
+    /// Not writable; commands run in the scratch directory.
+    #[serde(rename = "none")]
+    None,
+    /// Readable, not writable; only the scratch directory is.
+    #[serde(rename = "ro")]
+    ReadOnly,
+    /// Readable and writable.
+    #[default]
+    #[serde(rename = "rw")]
+    ReadWrite,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SandboxScope {
+    /// One scratch directory for every agent (`state/sandbox/shared`).
+    Shared,
+    /// One per agent (`state/sandbox/agent-<id>`).
+    #[default]
+    Agent,
 }
 
 fn default_exec_timeout() -> u64 {

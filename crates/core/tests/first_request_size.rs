@@ -21,6 +21,7 @@ fn hello_with_the_default_workspace_and_tools_is_under_10000_characters() {
             embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
         },
         None,
+        None,
         nanocrab_tools::ToolPolicy::default(),
     )
     .unwrap();

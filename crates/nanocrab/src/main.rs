@@ -10,6 +10,13 @@ use clap::Parser;
 use crate::cli::{Cli, Command, ConfigCommand, ProvidersCommand, SecurityCommand};
 
 fn main() -> ExitCode {
+    // The exec sandbox's launcher restricts this very process and then execs the command, so
+    // it runs before anything else exists: no clap, no logging, no tokio threads.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(nanocrab_sandbox::LAUNCHER_ARG))
+    {
+        return ExitCode::from(nanocrab_sandbox::launch(std::env::args_os().skip(2)));
+    }
     let cli = Cli::parse();
     init_logging();
     match run(cli) {

@@ -138,6 +138,11 @@ impl PathGuard {
             || self.allowed.iter().any(|root| resolved.starts_with(root))
     }
 
+    /// `allowedPaths`, resolved.
+    pub fn allowed_paths(&self) -> &[PathBuf] {
+        &self.allowed
+    }
+
     pub fn restricts_to_workspace(&self) -> bool {
         self.restrict_to_workspace
     }

@@ -48,7 +48,7 @@ fn policy(mode: ExecMode, safe_bins: Option<&[&str]>) -> ExecPolicy {
     ExecPolicy::new(&ExecConfig {
         mode,
         safe_bins: safe_bins.map(|bins| bins.iter().map(|b| (*b).to_owned()).collect()),
-        timeout: 60,
+        ..ExecConfig::default()
     })
     .unwrap()
 }
@@ -436,7 +436,7 @@ fn safe_bins_must_be_bare_names() {
     let err = ExecPolicy::new(&ExecConfig {
         mode: ExecMode::Allowlist,
         safe_bins: Some(vec!["/bin/cat".into()]),
-        timeout: 60,
+        ..ExecConfig::default()
     })
     .unwrap_err();
     assert_eq!(

@@ -36,6 +36,7 @@ fn registry(dir: &std::path::Path, audit: bool, grants: &[&str]) -> ToolRegistry
             embeddings: EmbeddingSetup::KeywordOnly("none".into()),
         },
         None,
+        None,
         ToolPolicy {
             audit: audit.then(|| {
                 Arc::new(AuditLog::open(&dir.join("state/audit.sqlite"), redactor.clone()).unwrap())
@@ -92,9 +93,14 @@ fn main() {
             CALLS,
         ),
         ("unknown tool (refused), audit log", &unknown, true, CALLS),
-        ("exec `true` (sh -c, granted), audit log", &shell, true, 200),
+        (
+            "exec `true` (sh -c, granted, unsandboxed), audit log",
+            &shell,
+            true,
+            200,
+        ),
     ] {
-        let tools = registry(dir.path(), audit, &["exec:sh"]);
+        let tools = registry(dir.path(), audit, &["exec:sh", "net"]);
         // Warm the page cache and SQLite's statement cache.
         for _ in 0..20 {
             runtime.block_on(tools.execute(call, &ctx));

@@ -13,6 +13,7 @@ use nanocrab_policy::{
 
 use crate::edit_file::EditFileTool;
 use crate::exec::ExecTool;
+use crate::exec_sandbox::{ExecSandbox, SandboxLauncher};
 use crate::list_dir::ListDirTool;
 use crate::memory_get::MemoryGetTool;
 use crate::memory_search::MemorySearchTool;
@@ -60,13 +61,16 @@ pub fn grants_from_config(
 /// read_file, write_file, edit_file, list_dir, exec, memory_search and memory_get, in that
 /// order, under `config`'s path and exec policy, every call checked against `policy` (whose
 /// `grants` and approval timeout are taken from `config`). `exec` children get the allowed
-/// variables of this process's environment. `index` says how memory is searched.
+/// variables of this process's environment. `index` says how memory is searched. `launcher`
+/// runs `exec` commands in the OS sandbox (`tools.exec.sandbox`); without it they run
+/// unsandboxed under `mode: auto` and are refused under `mode: required`.
 pub fn builtin_registry(
     config: &ToolsConfig,
     memory: &MemoryConfig,
     workspace: &Path,
     index: &IndexSetup,
     home: Option<&Path>,
+    launcher: Option<&SandboxLauncher>,
     policy: ToolPolicy,
 ) -> Result<ToolRegistry, ToolSetupError> {
     if config.exec.timeout == 0 {
@@ -88,6 +92,7 @@ pub fn builtin_registry(
         exec_policy,
         Duration::from_secs(config.exec.timeout),
         std::env::vars_os(),
+        ExecSandbox::from_config(&config.exec.sandbox, launcher),
     )));
     registry.register(Arc::new(MemorySearchTool::new(
         IndexSetup {

@@ -1,5 +1,6 @@
 //! The `exec` tool: runs what the exec policy accepted, in its own process group, with a
-//! scrubbed environment, a timeout that kills the whole group, and capped output.
+//! scrubbed environment, a timeout that kills the whole group, and capped output, inside the
+//! OS sandbox ([`ExecSandbox`]).
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -18,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::process::{Child, Command};
 
 use crate::arguments::parse_arguments;
+use crate::exec_sandbox::ExecSandbox;
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
 const EXPECTED: &str = "`command` (string) and optional `working_dir` (string)";
@@ -37,17 +39,19 @@ pub struct ExecTool {
     policy: ExecPolicy,
     timeout: Duration,
     env: Vec<(OsString, OsString)>,
+    sandbox: ExecSandbox,
 }
 
 impl ExecTool {
     /// `base_env` is the environment to take [`PASSED_ENV_VARS`] from (the process's own in
     /// production); relative PATH entries are dropped so a file in the workspace cannot
-    /// shadow a safe bin.
+    /// shadow a safe bin. Every command runs under `sandbox`.
     pub fn new(
         guard: Arc<PathGuard>,
         policy: ExecPolicy,
         timeout: Duration,
         base_env: impl IntoIterator<Item = (OsString, OsString)>,
+        sandbox: ExecSandbox,
     ) -> Self {
         let env = base_env
             .into_iter()
@@ -67,14 +71,24 @@ impl ExecTool {
             policy,
             timeout,
             env,
+            sandbox,
         }
     }
 
-    /// The directory the command runs in: `working_dir` if the guard lets it be read.
+    /// The directory the command runs in: `working_dir` if the guard lets it be read and the
+    /// sandbox lets the model choose, else the workspace (or the scratch directory when the
+    /// workspace is not the command's to use).
     fn working_dir(&self, args: &Arguments) -> Result<PathBuf, ToolError> {
         let cwd = match &args.working_dir {
+            Some(_) if !self.sandbox.allows_working_dir() => {
+                return Err(ToolError::Rejected(
+                    "working_dir is not available: commands run in their scratch directory \
+                     (tools.exec.sandbox.workspaceAccess is `none`)"
+                        .into(),
+                ));
+            }
             Some(dir) => self.guard.check_read(dir)?,
-            None => self.guard.workspace().to_path_buf(),
+            None => self.sandbox.default_cwd(self.guard.workspace())?,
         };
         if !cwd.is_dir() {
             return Err(ToolError::Rejected(format!(
@@ -85,16 +99,24 @@ impl ExecTool {
         Ok(cwd)
     }
 
-    fn command(&self, program: &str, cwd: &Path) -> Command {
+    /// `argv` wrapped by the sandbox, not started yet.
+    fn command(&self, argv: &[String], cwd: &Path) -> Result<Command, ToolError> {
+        let wrapped =
+            self.sandbox
+                .wrap(argv, self.guard.workspace(), self.guard.allowed_paths())?;
+        let Some((program, args)) = wrapped.split_first() else {
+            return Err(ToolError::Rejected("the command is empty".into()));
+        };
         let mut command = Command::new(program);
         command
+            .args(args)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(cwd)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        command
+        Ok(command)
     }
 }
 
@@ -118,6 +140,12 @@ impl Tool for ExecTool {
             ),
             ExecMode::Full => format!("Run a shell command (sh -c). Timeout {secs}s."),
         };
+        let description = match (self.policy.mode(), self.sandbox.describe()) {
+            (ExecMode::Allowlist | ExecMode::Full, Some(sandbox)) => {
+                format!("{description} {sandbox}")
+            }
+            (ExecMode::Deny, _) | (_, None) => description,
+        };
         ToolDef {
             name: "exec".into(),
             description,
@@ -133,7 +161,9 @@ impl Tool for ExecTool {
     }
 
     /// A pipeline the allowlist accepted is safe: it runs only safe bins with no shell
-    /// syntax. A shell command can do anything the account can, so it is guarded.
+    /// syntax. A shell command is guarded inside the OS sandbox, which holds its writes to the
+    /// workspace; without the sandbox it can do anything the account can, so it is unsafe.
+    /// When the sandbox lets commands reach the network, that is a capability of its own.
     fn invocation(
         &self,
         input: &serde_json::Value,
@@ -152,11 +182,22 @@ impl Tool for ExecTool {
                         .map(|program| Capability::Exec(program.clone()))
                         .collect(),
                 ),
-                ExecPlan::Shell(_) => Invocation::new(
-                    Risk::Guarded,
-                    format!("run `{}` (sh -c) in {}", args.command, cwd.display()),
-                    vec![Capability::Exec("sh".into())],
-                ),
+                ExecPlan::Shell(_) => {
+                    let mut capabilities = vec![Capability::Exec("sh".into())];
+                    if self.sandbox.allows_network() {
+                        capabilities.push(Capability::Net("*".into()));
+                    }
+                    let (risk, how) = if self.sandbox.is_sandboxed() {
+                        (Risk::Guarded, "sh -c")
+                    } else {
+                        (Risk::Unsafe, "sh -c, no sandbox")
+                    };
+                    Invocation::new(
+                        risk,
+                        format!("run `{}` ({how}) in {}", args.command, cwd.display()),
+                        capabilities,
+                    )
+                }
             },
         )
     }
@@ -181,13 +222,16 @@ impl Tool for ExecTool {
         let stderr = Arc::new(Mutex::new(Capture::default()));
         let mut readers = Vec::new();
         for (index, argv) in argvs.iter().enumerate() {
-            let Some((program, rest)) = argv.split_first() else {
+            let Some(program) = argv.first() else {
                 return Err(ToolError::Rejected("the command is empty".into()));
             };
-            let mut command = self.command(program, &cwd);
+            // Each stage gets its own launcher, with the same policy: the pipes stay wired
+            // here, in one place, rather than the launcher growing a pipeline runner, and a
+            // launcher costs a fork and an exec per stage.
+            let mut command = self.command(argv, &cwd)?;
             // The first process leads a new group (0); the others join it.
             let pgid = group.pgid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
-            command.args(rest).process_group(pgid);
+            command.process_group(pgid);
             match children.last_mut().and_then(|prev| prev.stdout.take()) {
                 Some(previous) => {
                     let stdin: Stdio = previous.try_into().map_err(|source| ToolError::Spawn {

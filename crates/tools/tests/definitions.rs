@@ -18,6 +18,7 @@ fn default_definitions_are_short_and_stable() {
             embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
         },
         None,
+        None,
         nanocrab_tools::ToolPolicy::default(),
     )
     .unwrap();

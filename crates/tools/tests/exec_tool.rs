@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nanocrab_config::{ExecConfig, ExecMode, ToolsConfig};
+use nanocrab_config::{ExecConfig, ExecMode, SandboxConfig, SandboxMode, ToolsConfig};
 use nanocrab_policy::{ExecPolicy, PathGuard};
-use nanocrab_tools::{ExecTool, Tool, ToolContext, ToolError};
+use nanocrab_tools::{ExecSandbox, ExecTool, SandboxLauncher, Tool, ToolContext, ToolError};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -31,6 +31,10 @@ impl Fixture {
     }
 
     fn tool(&self, mode: ExecMode, timeout: Duration) -> ExecTool {
+        self.sandboxed_tool(mode, timeout, ExecSandbox::unsandboxed())
+    }
+
+    fn sandboxed_tool(&self, mode: ExecMode, timeout: Duration, sandbox: ExecSandbox) -> ExecTool {
         let guard = PathGuard::new(
             &self.ws(),
             &ToolsConfig::default(),
@@ -51,7 +55,7 @@ impl Fixture {
             ("OPENAI_API_KEY".into(), "sk-secret-must-not-leak".into()),
             ("LANG".into(), "C.UTF-8".into()),
         ];
-        ExecTool::new(Arc::new(guard), policy, timeout, env)
+        ExecTool::new(Arc::new(guard), policy, timeout, env, sandbox)
     }
 
     async fn run(&self, tool: &ExecTool, input: serde_json::Value) -> Result<String, String> {
@@ -228,4 +232,56 @@ async fn long_output_is_capped_keeping_head_and_tail() {
         "characters omitted: output is capped at 10000 characters; narrow the command with \
          head, tail or grep ...]"
     ));
+}
+
+fn sandbox_config(mode: SandboxMode) -> SandboxConfig {
+    SandboxConfig {
+        mode,
+        ..SandboxConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn a_required_sandbox_that_cannot_start_refuses_every_command_naming_the_key() {
+    let fx = Fixture::new();
+    let missing = SandboxLauncher {
+        program: fx.root.join("no-such-nanocrab"),
+        state_dir: fx.root.join("state"),
+        agent_id: "main".into(),
+    };
+    for (launcher, reason) in [
+        (None, "this process has no sandbox launcher".to_owned()),
+        (
+            Some(&missing),
+            format!(
+                "the sandbox launcher {} does not exist",
+                missing.program.display()
+            ),
+        ),
+    ] {
+        let sandbox = ExecSandbox::from_config(&sandbox_config(SandboxMode::Required), launcher);
+        let tool = fx.sandboxed_tool(ExecMode::Allowlist, Duration::from_secs(10), sandbox);
+        assert_eq!(
+            fx.run(&tool, json!({"command": "ls"})).await,
+            Err(format!(
+                "{reason}; exec is refused because tools.exec.sandbox.mode is `required` (set \
+                 it to `auto` or `off` to run commands unsandboxed)"
+            ))
+        );
+    }
+    assert!(!fx.root.join("state").exists(), "nothing was set up");
+}
+
+#[tokio::test]
+async fn auto_without_a_launcher_and_off_run_commands_unsandboxed() {
+    let fx = Fixture::new();
+    for mode in [SandboxMode::Auto, SandboxMode::Off] {
+        let sandbox = ExecSandbox::from_config(&sandbox_config(mode), None);
+        assert_eq!(sandbox.provider_name(), "off");
+        let tool = fx.sandboxed_tool(ExecMode::Allowlist, Duration::from_secs(10), sandbox);
+        assert_eq!(
+            fx.run(&tool, json!({"command": "ls"})).await,
+            Ok("[stdout]\nnotes\n".to_owned())
+        );
+    }
 }

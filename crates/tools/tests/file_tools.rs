@@ -36,6 +36,7 @@ impl Fixture {
                 embeddings: EmbeddingSetup::KeywordOnly("no embedding model".to_owned()),
             },
             Some(&root.join("home")),
+            None,
             nanocrab_tools::ToolPolicy::default(),
         )
         .unwrap();

@@ -9,11 +9,12 @@ use nanocrab_config::{ExecMode, MemoryConfig, ToolsConfig};
 use nanocrab_memory::{EmbeddingSetup, IndexSetup};
 use nanocrab_policy::{
     ApprovalAnswer, ApprovalError, ApprovalRecord, ApprovalReply, ApprovalRequest, ApprovalResult,
-    Approver, AuditLog, AuditQuery, CallStatus, Capability, Redactor, Risk,
+    Approver, AuditLog, AuditQuery, CallStatus, Capability, Invocation, Redactor, Risk,
 };
-use nanocrab_schema::{SessionKey, ToolCall, ToolResult};
+use nanocrab_schema::{SessionKey, ToolCall, ToolDef, ToolResult};
 use nanocrab_tools::{
-    ToolContext, ToolPolicy, ToolRegistry, builtin_registry, grants_from_config, wrap_untrusted,
+    Tool, ToolContext, ToolError, ToolOutput, ToolPolicy, ToolRegistry, builtin_registry,
+    grants_from_config, wrap_untrusted,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -57,6 +58,52 @@ impl Approver for Scripted {
     }
 }
 
+/// A stand-in for `exec` inside the OS sandbox: a guarded call that needs `exec:sh`, run with
+/// `sh -c` for real. (The tests run no sandbox launcher, so the real exec is unsandboxed and
+/// unsafe here.)
+struct Shell;
+
+#[async_trait]
+impl Tool for Shell {
+    fn definition(&self) -> ToolDef {
+        ToolDef {
+            name: "shell".into(),
+            description: "Run a shell command.".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    fn invocation(
+        &self,
+        input: &serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<Invocation, ToolError> {
+        Ok(Invocation::new(
+            Risk::Guarded,
+            format!("run `{}`", input["command"].as_str().unwrap_or_default()),
+            vec![Capability::Exec("sh".into())],
+        ))
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let command = input["command"].as_str().unwrap_or_default().to_owned();
+        let output = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .current_dir(&ctx.workspace)
+            .output()
+            .unwrap();
+        Ok(ToolOutput::untrusted(
+            format!("shell {command}"),
+            String::from_utf8(output.stdout).unwrap(),
+        ))
+    }
+}
+
 struct Fixture {
     dir: tempfile::TempDir,
     audit: Arc<AuditLog>,
@@ -80,7 +127,8 @@ impl Fixture {
         self.dir.path().join("ws").canonicalize().unwrap()
     }
 
-    /// The built-in tools with exec in full mode, `grants` from config and `approver`.
+    /// The built-in tools with exec in full mode, and [`Shell`], under `grants` from config and
+    /// `approver`.
     fn registry(&self, grants: &[&str], approver: Option<Arc<dyn Approver>>) -> ToolRegistry {
         let mut config = ToolsConfig {
             grants: grants.iter().map(|g| g.to_string()).collect(),
@@ -93,7 +141,7 @@ impl Fixture {
             "telegram".to_owned(),
             grants_from_config(&["exec:sh".into()], "channels.telegram.grants", None).unwrap(),
         );
-        builtin_registry(
+        let mut tools = builtin_registry(
             &config,
             &MemoryConfig::default(),
             &self.ws(),
@@ -103,6 +151,7 @@ impl Fixture {
                 sessions: None,
                 embeddings: EmbeddingSetup::KeywordOnly("none".into()),
             },
+            None,
             None,
             ToolPolicy {
                 channel_grants,
@@ -115,7 +164,9 @@ impl Fixture {
                 ..ToolPolicy::default()
             },
         )
-        .unwrap()
+        .unwrap();
+        tools.register(Arc::new(Shell));
+        tools
     }
 
     fn ctx(&self) -> ToolContext {
@@ -133,8 +184,19 @@ impl Fixture {
         }
     }
 
+    fn shell(&self, command: &str) -> ToolCall {
+        ToolCall {
+            id: "call_1".into(),
+            name: "shell".into(),
+            input: json!({"command": command}),
+        }
+    }
+
     fn ran(&self, command: &str, output: &str) -> ToolResult {
-        ToolResult::ok("call_1", wrap_untrusted(&format!("exec {command}"), output))
+        ToolResult::ok(
+            "call_1",
+            wrap_untrusted(&format!("shell {command}"), output),
+        )
     }
 
     fn approvals(&self) -> Vec<(CallStatus, Option<ApprovalRecord>, Vec<String>)> {
@@ -148,7 +210,7 @@ impl Fixture {
 }
 
 #[tokio::test]
-async fn a_shell_command_without_a_grant_or_a_human_is_denied_and_recorded() {
+async fn an_unsandboxed_shell_command_without_a_grant_or_a_human_is_denied_and_recorded() {
     let fx = Fixture::new();
     let tools = fx.registry(&[], None);
     let result = tools.execute(&fx.exec("echo hi"), &fx.ctx()).await;
@@ -156,8 +218,9 @@ async fn a_shell_command_without_a_grant_or_a_human_is_denied_and_recorded() {
         result,
         ToolResult::error(
             "call_1",
-            "Error: exec needs approval (guarded) for exec:sh, and no one can approve it in this \
-             run. Do without it, or tell the user it must be granted in config (tools.grants)."
+            "Error: exec needs approval (unsafe) for exec:sh, net:*, and no one can approve it in \
+             this run. Do without it, or tell the user it must be granted in config \
+             (tools.grants)."
         )
     );
     let records = fx.audit.list(&AuditQuery::default()).unwrap();
@@ -175,10 +238,10 @@ async fn a_shell_command_without_a_grant_or_a_human_is_denied_and_recorded() {
         (
             "exec",
             CallStatus::Denied,
-            Risk::Guarded,
-            vec!["exec:sh".to_owned()],
+            Risk::Unsafe,
+            vec!["exec:sh".to_owned(), "net:*".to_owned()],
             Some((ApprovalResult::Unavailable, None)),
-            format!("run `echo hi` (sh -c) in {}", fx.ws().display()),
+            format!("run `echo hi` (sh -c, no sandbox) in {}", fx.ws().display()),
         )
     );
 }
@@ -187,10 +250,10 @@ async fn a_shell_command_without_a_grant_or_a_human_is_denied_and_recorded() {
 async fn a_config_grant_lets_it_run_without_asking() {
     let fx = Fixture::new();
     let approver = Scripted::new(vec![]);
-    let tools = fx.registry(&["exec:sh"], Some(approver.clone()));
+    let tools = fx.registry(&["exec:sh", "net"], Some(approver.clone()));
     assert_eq!(
         tools.execute(&fx.exec("echo hi"), &fx.ctx()).await,
-        fx.ran("echo hi", "[stdout]\nhi\n")
+        ToolResult::ok("call_1", wrap_untrusted("exec echo hi", "[stdout]\nhi\n"))
     );
     assert_eq!(approver.asked(), vec![]);
     assert_eq!(
@@ -198,7 +261,10 @@ async fn a_config_grant_lets_it_run_without_asking() {
         [(
             CallStatus::Ok,
             None,
-            vec!["exec:sh (config tools.grants[0])".to_owned()]
+            vec![
+                "exec:sh (config tools.grants[0])".to_owned(),
+                "net:* (config tools.grants[1])".to_owned()
+            ]
         )]
     );
 }
@@ -212,10 +278,15 @@ async fn a_channel_grant_applies_only_to_runs_from_that_channel() {
         ..fx.ctx()
     };
     assert_eq!(
-        tools.execute(&fx.exec("echo hi"), &from_telegram).await,
-        fx.ran("echo hi", "[stdout]\nhi\n")
+        tools.execute(&fx.shell("echo hi"), &from_telegram).await,
+        fx.ran("echo hi", "hi\n")
     );
-    assert!(tools.execute(&fx.exec("echo hi"), &fx.ctx()).await.is_error);
+    assert!(
+        tools
+            .execute(&fx.shell("echo hi"), &fx.ctx())
+            .await
+            .is_error
+    );
 }
 
 #[tokio::test]
@@ -225,8 +296,8 @@ async fn approved_once_runs_once_and_always_runs_for_the_rest_of_the_session() {
     let tools = fx.registry(&[], Some(approver.clone()));
     for _ in 0..4 {
         assert_eq!(
-            tools.execute(&fx.exec("echo hi"), &fx.ctx()).await,
-            fx.ran("echo hi", "[stdout]\nhi\n")
+            tools.execute(&fx.shell("echo hi"), &fx.ctx()).await,
+            fx.ran("echo hi", "hi\n")
         );
     }
     let asked = approver.asked();
@@ -276,7 +347,7 @@ async fn approved_once_runs_once_and_always_runs_for_the_rest_of_the_session() {
         session: Some(SessionKey::parse("cli:other").unwrap()),
         ..fx.ctx()
     };
-    assert!(tools.execute(&fx.exec("echo hi"), &other).await.is_error);
+    assert!(tools.execute(&fx.shell("echo hi"), &other).await.is_error);
 }
 
 #[tokio::test]
@@ -286,27 +357,27 @@ async fn a_denial_or_no_answer_in_time_stops_the_call() {
     let command = format!("touch {}", marker.display());
     let approver = Scripted::new(vec![ApprovalAnswer::Deny]);
     let tools = fx.registry(&[], Some(approver.clone()));
-    let denied = tools.execute(&fx.exec(&command), &fx.ctx()).await;
+    let denied = tools.execute(&fx.shell(&command), &fx.ctx()).await;
     let id = approver.asked()[0].id.clone();
     assert_eq!(
         denied,
         ToolResult::error(
             "call_1",
             format!(
-                "Error: tester denied exec (approval {id}). Do not retry it; ask the user what \
+                "Error: tester denied shell (approval {id}). Do not retry it; ask the user what \
                  to do instead."
             )
         )
     );
     // The script has no answer left: the approver never replies.
-    let silent = tools.execute(&fx.exec(&command), &fx.ctx()).await;
+    let silent = tools.execute(&fx.shell(&command), &fx.ctx()).await;
     let id = approver.asked()[1].id.clone();
     assert_eq!(
         silent,
         ToolResult::error(
             "call_1",
             format!(
-                "Error: approval {id} for exec (exec:sh) got no answer within 1 s, which counts \
+                "Error: approval {id} for shell (exec:sh) got no answer within 1 s, which counts \
                  as denied."
             )
         )
@@ -332,7 +403,7 @@ async fn a_denial_or_no_answer_in_time_stops_the_call() {
 #[tokio::test]
 async fn output_is_redacted_and_fenced_and_the_log_keeps_no_secret() {
     let fx = Fixture::new();
-    let tools = fx.registry(&["exec:sh"], None);
+    let tools = fx.registry(&["exec:sh", "net"], None);
     let command = "echo key=sk-test-123456789";
     assert_eq!(
         tools.execute(&fx.exec(command), &fx.ctx()).await,
@@ -348,7 +419,7 @@ async fn output_is_redacted_and_fenced_and_the_log_keeps_no_secret() {
     assert_eq!(
         record.summary,
         format!(
-            "run `echo key=[redacted: OPENAI_API_KEY]` (sh -c) in {}",
+            "run `echo key=[redacted: OPENAI_API_KEY]` (sh -c, no sandbox) in {}",
             fx.ws().display()
         )
     );

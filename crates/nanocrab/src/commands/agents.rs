@@ -121,12 +121,21 @@ pub fn build(
         redactor: super::redactor(config),
         ..ToolPolicy::default()
     };
+    // This binary is the sandbox launcher (`nanocrab __sandbox`, dispatched in main).
+    let launcher = std::env::current_exe()
+        .ok()
+        .map(|program| nanocrab_tools::SandboxLauncher {
+            program,
+            state_dir: env.paths.state_dir(),
+            agent_id: id.to_owned(),
+        });
     let tools = nanocrab_tools::builtin_registry(
         tools_config,
         &config.memory,
         &workspace,
         &index,
         env.user_home.as_deref(),
+        launcher.as_ref(),
         policy,
     )
     .with_context(|| format!("{tools_key} ({})", env.config_path.display()))?;

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use nanocrab_config::{Config, DmPolicy, ExecMode, GroupPolicy};
+use nanocrab_config::{Config, DmPolicy, ExecConfig, ExecMode, GroupPolicy, SandboxMode};
 
 use super::Env;
 
@@ -140,7 +140,10 @@ fn settings(config: &Config) -> Vec<Finding> {
             tools.push((format!("agents.entries.{id}.tools"), entry_tools));
         }
     }
+    // Asked once: the kernel is the same for every agent.
+    let missing = nanocrab_sandbox::probe().err().map(|err| err.to_string());
     for (key, tools) in tools {
+        findings.extend(sandbox_finding(&key, &tools.exec, missing.as_deref()));
         match tools.exec.mode {
             ExecMode::Full => findings.push(Finding {
                 severity: Severity::Risk,
@@ -183,6 +186,40 @@ fn settings(config: &Config) -> Vec<Finding> {
     findings
 }
 
+/// What `exec` under `key` risks from its sandbox setting, given what this kernel lacks for the
+/// sandbox (`missing`).
+fn sandbox_finding(key: &str, exec: &ExecConfig, missing: Option<&str>) -> Option<Finding> {
+    let place = format!("{key}.exec.sandbox.mode");
+    let kernel_fix =
+        "run nanocrab on a kernel with Landlock (Linux 5.13+, `landlock` in the active LSMs)";
+    match (exec.mode, exec.sandbox.mode, missing) {
+        (ExecMode::Deny, _, _)
+        | (ExecMode::Allowlist | ExecMode::Full, SandboxMode::Auto | SandboxMode::Required, None) => {
+            None
+        }
+        (ExecMode::Allowlist | ExecMode::Full, SandboxMode::Off, _) => Some(Finding {
+            severity: Severity::Risk,
+            place,
+            what: "`off`: commands run without the OS sandbox, so they may write anywhere your user can and open network connections".into(),
+            fix: "use `auto` (the default) or `required`".into(),
+        }),
+        (ExecMode::Allowlist | ExecMode::Full, SandboxMode::Auto, Some(missing)) => Some(Finding {
+            severity: Severity::Warning,
+            place,
+            what: format!("`auto`, but {missing}: exec commands run unsandboxed"),
+            fix: format!("{kernel_fix}, or set it to `required` to refuse exec instead"),
+        }),
+        (ExecMode::Allowlist | ExecMode::Full, SandboxMode::Required, Some(missing)) => {
+            Some(Finding {
+                severity: Severity::Warning,
+                place,
+                what: format!("`required`, but {missing}: every exec call is refused"),
+                fix: format!("{kernel_fix}, or set exec.mode to `deny`"),
+            })
+        }
+    }
+}
+
 /// The files and folders to keep private, the mode each should have, and whether it may hold
 /// secrets (keys, tokens, conversations).
 fn files(env: &Env, config: &Config) -> Vec<(PathBuf, u32, bool)> {
@@ -196,4 +233,67 @@ fn files(env: &Env, config: &Config) -> Vec<(PathBuf, u32, bool)> {
         (env.workspace(config), 0o700, false),
         (env.workspace(config).join("memory"), 0o700, true),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use nanocrab_config::SandboxConfig;
+
+    use super::*;
+
+    fn exec(mode: ExecMode, sandbox: SandboxMode) -> ExecConfig {
+        ExecConfig {
+            mode,
+            sandbox: SandboxConfig {
+                mode: sandbox,
+                ..SandboxConfig::default()
+            },
+            ..ExecConfig::default()
+        }
+    }
+
+    const MISSING: &str = "the OS sandbox is unavailable: Landlock is not available in this kernel";
+
+    #[test]
+    fn auto_on_a_kernel_without_the_sandbox_is_a_warning_saying_what_is_missing() {
+        let finding = sandbox_finding(
+            "tools",
+            &exec(ExecMode::Allowlist, SandboxMode::Auto),
+            Some(MISSING),
+        )
+        .unwrap();
+        assert_eq!(finding.severity, Severity::Warning);
+        assert_eq!(finding.place, "tools.exec.sandbox.mode");
+        assert_eq!(
+            finding.what,
+            format!("`auto`, but {MISSING}: exec commands run unsandboxed")
+        );
+        let required = sandbox_finding(
+            "agents.entries.ops.tools",
+            &exec(ExecMode::Full, SandboxMode::Required),
+            Some(MISSING),
+        )
+        .unwrap();
+        assert_eq!(required.place, "agents.entries.ops.tools.exec.sandbox.mode");
+        assert!(
+            required.what.ends_with("every exec call is refused"),
+            "{}",
+            required.what
+        );
+    }
+
+    #[test]
+    fn a_working_sandbox_or_denied_exec_is_no_finding() {
+        for mode in [SandboxMode::Auto, SandboxMode::Required] {
+            assert!(sandbox_finding("tools", &exec(ExecMode::Full, mode), None).is_none());
+        }
+        for mode in [SandboxMode::Auto, SandboxMode::Required, SandboxMode::Off] {
+            let denied = exec(ExecMode::Deny, mode);
+            assert!(sandbox_finding("tools", &denied, Some(MISSING)).is_none());
+        }
+        let off = sandbox_finding("tools", &exec(ExecMode::Allowlist, SandboxMode::Off), None);
+        assert_eq!(off.unwrap().severity, Severity::Risk);
+    }
 }

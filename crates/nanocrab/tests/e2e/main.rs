@@ -18,6 +18,7 @@ mod onboard;
 mod policy_denials;
 mod provider_failures;
 mod providers;
+mod sandbox;
 mod security;
 mod sessions;
 mod tool_loop;

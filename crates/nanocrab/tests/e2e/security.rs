@@ -56,3 +56,32 @@ fn the_audit_names_each_risk_with_its_fix_and_fix_makes_private_files_private() 
         clean.stdout
     );
 }
+
+#[test]
+fn the_audit_calls_an_exec_sandbox_turned_off_a_risk_unless_exec_is_denied() {
+    let home = Home::new(Wire::Anthropic);
+    for (path, mode) in [
+        (home.config_path(), 0o600),
+        (home.home(), 0o700),
+        (home.workspace(), 0o700),
+    ] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let mut config = home.base_config();
+    config["tools"] = json!({"exec": {"sandbox": {"mode": "off"}}});
+    home.write_config(config.clone());
+
+    let run = home.run(home.nanocrab().args(["security", "audit"]));
+    assert!(!run.success);
+    assert_eq!(
+        run.stdout,
+        "RISK     tools.exec.sandbox.mode: `off`: commands run without the OS sandbox, so they \
+         may write anywhere your user can and open network connections\n         fix: use \
+         `auto` (the default) or `required`\n"
+    );
+
+    config["tools"] = json!({"exec": {"mode": "deny", "sandbox": {"mode": "off"}}});
+    home.write_config(config);
+    let denied = home.run(home.nanocrab().args(["security", "audit"]));
+    assert!(denied.success, "{}\n{}", denied.stdout, denied.stderr);
+}
