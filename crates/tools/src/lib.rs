@@ -25,5 +25,5 @@ pub use memory_get::MemoryGetTool;
 pub use memory_search::MemorySearchTool;
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
 pub use registry::{DEFAULT_APPROVAL_TIMEOUT, ToolPolicy, ToolRegistry};
-pub use tool::{Provenance, Tool, ToolContext, ToolError, ToolOutput};
+pub use tool::{GuestFailure, Provenance, Tool, ToolContext, ToolError, ToolOutput};
 pub use untrusted::{UNTRUSTED_TAG, wrap_untrusted};
