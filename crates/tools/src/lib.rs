@@ -1,6 +1,6 @@
 //! Tools the agent can call, and the built-in set: read_file, write_file, edit_file,
 //! list_dir, exec, memory_search and memory_get, each checked by nanocrab-policy before it
-//! touches anything.
+//! touches anything; with the `wasm` feature, custom WASM tools from `workspace/tools/`.
 
 mod access;
 mod arguments;
@@ -15,6 +15,8 @@ mod read_file;
 mod registry;
 mod tool;
 mod untrusted;
+#[cfg(feature = "wasm")]
+pub mod wasm;
 mod write_file;
 
 pub use builtin::{ToolSetupError, builtin_registry};
