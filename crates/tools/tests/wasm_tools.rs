@@ -481,21 +481,29 @@ async fn a_trap_fails_the_call_with_its_reason() {
 async fn echo_server() -> (String, Arc<Mutex<Vec<String>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let recorded = Arc::clone(&seen);
-    let app = axum::Router::new().route(
-        "/weather",
-        axum::routing::get(move |headers: axum::http::HeaderMap| {
-            let recorded = Arc::clone(&recorded);
-            async move {
-                let auth = headers
-                    .get("authorization")
-                    .and_then(|value| value.to_str().ok())
-                    .unwrap_or_default()
-                    .to_owned();
-                recorded.lock().unwrap().push(auth.clone());
-                format!("sunny; you sent {auth}")
-            }
-        }),
-    );
+    let app = axum::Router::new()
+        .route(
+            "/slow",
+            axum::routing::get(|| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                "late"
+            }),
+        )
+        .route(
+            "/weather",
+            axum::routing::get(move |headers: axum::http::HeaderMap| {
+                let recorded = Arc::clone(&recorded);
+                async move {
+                    let auth = headers
+                        .get("authorization")
+                        .and_then(|value| value.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned();
+                    recorded.lock().unwrap().push(auth.clone());
+                    format!("sunny; you sent {auth}")
+                }
+            }),
+        );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -659,5 +667,87 @@ async fn the_example_in_the_docs_runs_as_documented() {
     assert_eq!(
         call(&registry, &ws, "motd", json!({})).await,
         ok(r#"{"content":"Hello"}"#, "motd")
+    );
+}
+
+#[tokio::test]
+async fn a_slow_host_call_is_cut_at_the_tools_wall_time() {
+    let (base, _) = echo_server().await;
+    let ws = Workspace::new();
+    ws.add_tool(
+        "weather",
+        json!({"capabilities": ["net:127.0.0.1"], "limits": {"timeoutMs": 300}}),
+        &http_guest(),
+    );
+    let mut wasm = ws.wasm_tools(&[]);
+    let mut registry = registry(&["net:127.0.0.1"]);
+    wasm.sync(&mut registry);
+    let started = Instant::now();
+    let result = call(
+        &registry,
+        &ws,
+        "weather",
+        json!({"url": format!("{base}/slow")}),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    assert_eq!(
+        result,
+        error(
+            "Error: the WASM tool `weather` ran longer than its wall-time limit of 300 ms \
+             (`limits.timeoutMs` in its tool.json) and was stopped"
+        )
+    );
+    assert!(
+        elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(3),
+        "stopped after {elapsed:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_is_audited_as_guarded_with_the_grant_behind_each_capability() {
+    let ws = Workspace::new();
+    std::fs::write(ws.root.join("motd.txt"), "Hi").unwrap();
+    ws.add_tool(
+        "reader",
+        json!({"capabilities": ["fs.read"]}),
+        &read_file_guest(),
+    );
+    let audit = Arc::new(
+        nanocrab_policy::AuditLog::open(
+            &ws.root.parent().unwrap().join("audit.sqlite"),
+            nanocrab_policy::Redactor::default(),
+        )
+        .unwrap(),
+    );
+    let mut wasm = ws.wasm_tools(&[]);
+    let mut registry = ToolRegistry::new().with_policy(ToolPolicy {
+        audit: Some(Arc::clone(&audit)),
+        ..registry(&["fs.read"]).policy().clone()
+    });
+    wasm.sync(&mut registry);
+    call(&registry, &ws, "reader", json!("motd.txt")).await;
+    let records = audit.list(&nanocrab_policy::AuditQuery::default()).unwrap();
+    let seen: Vec<_> = records
+        .iter()
+        .map(|record| {
+            (
+                record.tool.clone(),
+                record.risk,
+                record.requested.clone(),
+                record.granted.clone(),
+                record.summary.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [(
+            "reader".to_owned(),
+            nanocrab_policy::Risk::Guarded,
+            vec![format!("fs.read:{}", ws.root.display())],
+            vec!["fs.read:* (config tools.grants[0])".to_owned()],
+            format!("run the WASM tool {}", ws.tool_dir("reader").display()),
+        )]
     );
 }
