@@ -85,11 +85,17 @@ pub enum AgentError {
     Session(#[from] SessionError),
 }
 
+/// Brings an agent's tool set up to date before each turn; the binary hot-loads the WASM tools
+/// of the workspace with it.
+pub type ToolRefresh = Box<dyn FnMut(&mut ToolRegistry) + Send>;
+
 pub struct Agent {
     /// `main` or the `agents.entries` id; recorded with every tool call.
     id: String,
     models: ModelChain,
-    tools: ToolRegistry,
+    /// Behind a lock so a refresh can change it between turns; each turn uses its own copy.
+    tools: std::sync::Mutex<ToolRegistry>,
+    refresh: std::sync::Mutex<Option<ToolRefresh>>,
     store: SessionStore,
     context: ContextBuilder,
     settings: AgentSettings,
@@ -115,7 +121,8 @@ impl Agent {
         Self {
             id: "main".to_owned(),
             models,
-            tools,
+            tools: std::sync::Mutex::new(tools),
+            refresh: std::sync::Mutex::new(None),
             store,
             context,
             settings,
@@ -514,6 +521,32 @@ impl Agent {
         self
     }
 
+    /// Runs `refresh` on the tool set at the start of every turn.
+    pub fn with_tool_refresh(self, refresh: ToolRefresh) -> Self {
+        *self
+            .refresh
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(refresh);
+        self
+    }
+
+    /// The tool set for one turn, refreshed first.
+    fn current_tools(&self) -> ToolRegistry {
+        let mut tools = self
+            .tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(refresh) = self
+            .refresh
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_mut()
+        {
+            refresh(&mut tools);
+        }
+        tools.clone()
+    }
+
     /// Names the agent (`agents.entries` id) in the audit log and logs; `main` by default.
     pub fn with_id(mut self, id: impl Into<String>) -> Self {
         self.id = id.into();
@@ -609,8 +642,9 @@ impl Agent {
 
         // A model without tool calling gets no tools, and a prompt that says so.
         let profile = self.models.primary().profile;
+        let registry = self.current_tools();
         let (tool_names, tools) = if profile.tools {
-            (self.tools.names(), self.tools.definitions())
+            (registry.names(), registry.definitions())
         } else {
             (Vec::new(), Vec::new())
         };
@@ -847,7 +881,7 @@ impl Agent {
                         ),
                     )
                 } else {
-                    self.tools.execute(call, ctx).await
+                    registry.execute(call, ctx).await
                 };
                 on_event(AgentEvent::ToolEnd {
                     call_id: call.id.clone(),

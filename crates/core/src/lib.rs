@@ -8,7 +8,7 @@ mod housekeeping;
 mod retrieval;
 pub mod workspace;
 
-pub use agent::{Agent, AgentError, AgentSettings, HELP_TEXT, TurnOutcome, UserInput};
+pub use agent::{Agent, AgentError, AgentSettings, HELP_TEXT, ToolRefresh, TurnOutcome, UserInput};
 pub use consolidation::{Consolidation, ConsolidationError, ConsolidationReport};
 pub use context::{ChannelInfo, ContextBuilder, PromptMode, RuntimeInfo};
 pub use housekeeping::HousekeepingError;

@@ -1,6 +1,6 @@
 //! Tools the agent can call, and the built-in set: read_file, write_file, edit_file,
 //! list_dir, exec, memory_search and memory_get, each checked by nanocrab-policy before it
-//! touches anything.
+//! touches anything; with the `wasm` feature, custom WASM tools from `workspace/tools/`.
 
 mod access;
 mod arguments;
@@ -16,6 +16,8 @@ mod read_file;
 mod registry;
 mod tool;
 mod untrusted;
+#[cfg(feature = "wasm")]
+pub mod wasm;
 mod write_file;
 
 pub use builtin::{ToolSetupError, builtin_registry, grants_from_config};
@@ -27,5 +29,5 @@ pub use memory_get::MemoryGetTool;
 pub use memory_search::MemorySearchTool;
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
 pub use registry::{DEFAULT_APPROVAL_TIMEOUT, ToolPolicy, ToolRegistry};
-pub use tool::{Provenance, Tool, ToolContext, ToolError, ToolOutput};
+pub use tool::{GuestFailure, Provenance, Tool, ToolContext, ToolError, ToolOutput};
 pub use untrusted::{UNTRUSTED_TAG, wrap_untrusted};

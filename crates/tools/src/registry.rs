@@ -91,6 +91,13 @@ impl ToolRegistry {
         self.tools.push(tool);
     }
 
+    /// Removes the tool called `name`; says whether there was one.
+    pub fn unregister(&mut self, name: &str) -> bool {
+        let before = self.tools.len();
+        self.tools.retain(|t| t.definition().name != name);
+        self.tools.len() != before
+    }
+
     /// Definitions in registration order, as sent to the model.
     pub fn definitions(&self) -> Vec<ToolDef> {
         self.tools.iter().map(|t| t.definition()).collect()
@@ -193,7 +200,8 @@ impl ToolRegistry {
                     | ToolError::BinaryFile { .. }
                     | ToolError::Rejected(_)
                     | ToolError::Spawn { .. }
-                    | ToolError::TimedOut { .. } => CallStatus::Error,
+                    | ToolError::TimedOut { .. }
+                    | ToolError::Wasm { .. } => CallStatus::Error,
                 };
                 return ToolResult::error(&call.id, format!("Error: {err}"));
             }

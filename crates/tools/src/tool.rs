@@ -1,3 +1,4 @@
+use std::fmt;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
@@ -102,6 +103,51 @@ pub enum ToolError {
          output so far:\n{output}"
     )]
     TimedOut { seconds: String, output: String },
+    #[error("the WASM tool `{tool}` {failure}")]
+    Wasm { tool: String, failure: GuestFailure },
+}
+
+/// Why one call of a WASM tool failed inside the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuestFailure {
+    OutOfFuel {
+        fuel: u64,
+    },
+    OutOfMemory {
+        limit_mb: u64,
+    },
+    TimedOut {
+        timeout_ms: u64,
+    },
+    /// The guest trapped (unreachable, out-of-bounds access, a bad buffer handed to the host).
+    Trap(String),
+    /// `run` returned something that is not UTF-8 JSON.
+    BadResult(String),
+    /// The guest returned `{"error": "..."}`.
+    Reported(String),
+}
+
+impl fmt::Display for GuestFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::OutOfFuel { fuel } => write!(
+                f,
+                "ran out of fuel (limit {fuel} per call, `limits.fuel` in its tool.json)"
+            ),
+            Self::OutOfMemory { limit_mb } => write!(
+                f,
+                "went over its memory limit of {limit_mb} MiB (`limits.memoryMb` in its tool.json)"
+            ),
+            Self::TimedOut { timeout_ms } => write!(
+                f,
+                "ran longer than its wall-time limit of {timeout_ms} ms (`limits.timeoutMs` in \
+                 its tool.json) and was stopped"
+            ),
+            Self::Trap(reason) => write!(f, "trapped: {reason}"),
+            Self::BadResult(reason) => write!(f, "returned an unusable result: {reason}"),
+            Self::Reported(message) => write!(f, "failed: {message}"),
+        }
+    }
 }
 
 #[async_trait]

@@ -156,7 +156,21 @@ pub fn build(
             context_window_tokens: settings.context_window_tokens,
         },
     )
+    .with_id(id)
     .with_memory(memory);
+    // Custom tools in workspace/tools/, (re)loaded at the start of the turn after they appear
+    // or change; `secret:NAME` grants name environment variables.
+    #[cfg(feature = "wasm")]
+    let agent = {
+        let guard = Arc::new(
+            nanocrab_policy::PathGuard::new(&workspace, tools_config, env.user_home.as_deref())
+                .with_context(|| format!("{tools_key} ({})", env.config_path.display()))?,
+        );
+        let mut wasm = nanocrab_tools::wasm::WasmTools::new(guard, std::env::vars().collect())?;
+        agent.with_tool_refresh(Box::new(move |registry| {
+            wasm.sync(registry);
+        }))
+    };
     let agent = match &settings.housekeeping_model {
         Some(model) => {
             agent.with_housekeeping(resolve(model, &format!("{key_prefix}.housekeepingModel"))?)

@@ -158,11 +158,24 @@ pub fn redactor(config: &Config) -> Redactor {
     if let Some(key) = &config.memory.embeddings.api_key {
         secrets.push(("memory.embeddings.apiKey".into(), key.clone()));
     }
+    // Secrets granted to tools by name (`secret:NAME`) are environment variables too.
+    let granted: Vec<&str> = std::iter::once(&config.tools)
+        .chain(
+            config
+                .agents
+                .entries
+                .values()
+                .filter_map(|e| e.tools.as_ref()),
+        )
+        .flat_map(|tools| &tools.grants)
+        .filter_map(|grant| grant.strip_prefix("secret:"))
+        .collect();
     for (name, value) in std::env::vars() {
         let upper = name.to_ascii_uppercase();
         if ["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ACCESS_KEY"]
             .iter()
             .any(|suffix| upper.ends_with(suffix))
+            || granted.contains(&name.as_str())
         {
             secrets.push((name, value));
         }

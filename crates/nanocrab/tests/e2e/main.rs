@@ -23,3 +23,4 @@ mod security;
 mod sessions;
 mod tool_loop;
 mod usage;
+mod wasm_tools;
