@@ -267,33 +267,71 @@ impl ExecPolicy {
         if guard.restricts_to_workspace() {
             let mut options_ended = false;
             for arg in args {
-                let named_path = if options_ended || !arg.starts_with('-') || arg == "-" {
-                    Some(arg.as_str())
+                let named_paths: Vec<&str> = if options_ended || !arg.starts_with('-') || arg == "-"
+                {
+                    vec![arg.as_str()]
                 } else if arg == "--" {
                     options_ended = true;
-                    None
-                } else if let Some((_, value)) = arg.split_once('=') {
-                    Some(value)
+                    Vec::new()
+                } else if let Some(long) = arg.strip_prefix("--") {
+                    long.split_once('=')
+                        .map(|(_, value)| value)
+                        .into_iter()
+                        .collect()
                 } else {
-                    // A value glued to a short option (`-f/etc/x`, `-f../x`).
-                    arg.find(['/', '~', '.']).map(|at| &arg[at..])
+                    short_option_values(arg, cwd)
                 };
-                let Some(named_path) = named_path.filter(|p| !p.is_empty() && *p != "-") else {
-                    continue;
-                };
-                let looks_like_path = named_path.starts_with(['/', '~', '.'])
-                    || named_path.contains('/')
-                    // A bare name is still checked when it exists: it may be a symlink out.
-                    || std::fs::symlink_metadata(cwd.join(named_path)).is_ok();
-                if looks_like_path {
-                    guard
-                        .check_argument(cwd, named_path)
-                        .map_err(|denial| Denial::new(format!("`{program}`: {denial}")))?;
+                for named_path in named_paths {
+                    if named_path.is_empty() || named_path == "-" {
+                        continue;
+                    }
+                    let looks_like_path = named_path.starts_with(['/', '~', '.'])
+                        || named_path.contains('/')
+                        // A bare name is still checked when it exists: it may be a symlink out.
+                        || std::fs::symlink_metadata(cwd.join(named_path)).is_ok();
+                    if looks_like_path {
+                        guard
+                            .check_argument(cwd, named_path)
+                            .map_err(|denial| Denial::new(format!("`{program}`: {denial}")))?;
+                    }
                 }
             }
         }
         Ok(argv)
     }
+}
+
+/// The values a cluster of short options (`-abc...`) may carry glued on. Which letter takes a
+/// value is the program's business (`grep -f FILE`, `date -f FILE`, `sort -T DIR`), so every
+/// tail after a run of option letters is a candidate: the one from the first `/`, `~` or `.`
+/// (`-f/etc/x`, `-f../x`), and each bare tail that names an existing file (`-flink_out`,
+/// `-nflink_out`, `-f=link_out` either way it is read), which may be a symlink out of the
+/// workspace.
+fn short_option_values<'a>(arg: &'a str, cwd: &Path) -> Vec<&'a str> {
+    let mut values: Vec<&str> = arg
+        .find(['/', '~', '.'])
+        .map(|at| &arg[at..])
+        .into_iter()
+        .collect();
+    let mut tails = Vec::new();
+    for (at, c) in arg.char_indices().skip(1) {
+        if at >= 2 {
+            tails.push(&arg[at..]);
+        }
+        if !c.is_ascii_alphanumeric() {
+            if c == '=' {
+                tails.push(&arg[at + 1..]);
+            }
+            break;
+        }
+    }
+    // Longer than PATH_MAX cannot exist; skipping it keeps a huge argument cheap.
+    values.extend(
+        tails
+            .into_iter()
+            .filter(|tail| tail.len() <= 4096 && std::fs::symlink_metadata(cwd.join(tail)).is_ok()),
+    );
+    values
 }
 
 /// The raw word of a prefix/suffix item, or why the item is refused.

@@ -305,6 +305,22 @@ fn every_bypass_form_is_refused_with_its_reason() {
                 &outside_secret.display().to_string(),
             ),
         ),
+        // A value glued to a short option that is a bare name: `date -fFILE` prints each
+        // line of FILE in its error message, so a link out must be caught there too.
+        (
+            "date -finnocent",
+            outside("date", "innocent", &outside_secret.display().to_string()),
+        ),
+        (
+            "grep -nfinnocent x",
+            outside("grep", "innocent", &outside_secret.display().to_string()),
+        ),
+        (
+            "ls -RL .",
+            "`ls -RL` is refused in allowlist mode: it follows symlinks, also while recursing \
+             (`-RL`), which lists and stats files outside the workspace"
+                .into(),
+        ),
         (
             "cat -- -x /etc/passwd",
             outside("cat", "/etc/passwd", "/etc/passwd"),
