@@ -109,7 +109,27 @@ impl ExecPolicy {
                  can run",
             )),
             ExecMode::Full => Ok(ExecPlan::Shell(command.to_owned())),
-            ExecMode::Allowlist => self.analyze_allowlist(command, cwd, guard),
+            ExecMode::Allowlist => {
+                if command.len() > MAX_COMMAND_BYTES {
+                    return Err(Denial::new(format!(
+                        "the command is {} bytes long; allowlist mode parses at most {} KiB: \
+                         put long data in a file with write_file and pass its name",
+                        command.len(),
+                        MAX_COMMAND_BYTES / 1024
+                    )));
+                }
+                std::thread::scope(|scope| {
+                    std::thread::Builder::new()
+                        .name("exec-analysis".into())
+                        .stack_size(PARSE_STACK_BYTES)
+                        .spawn_scoped(scope, || self.analyze_allowlist(command, cwd, guard))
+                        .map_err(|err| {
+                            Denial::new(format!("cannot start the command analysis: {err}"))
+                        })?
+                        .join()
+                        .map_err(|_| Denial::new("the command analysis failed"))?
+                })
+            }
         }
     }
 
@@ -119,6 +139,7 @@ impl ExecPolicy {
         cwd: &Path,
         guard: &PathGuard,
     ) -> Result<ExecPlan, Denial> {
+        unparsable_safely(command)?;
         let program = Parser::new(std::io::Cursor::new(command), &ParserOptions::default())
             .parse_program()
             .map_err(|err| {
@@ -299,6 +320,73 @@ impl ExecPolicy {
         }
         Ok(argv)
     }
+}
+
+/// Bytes of command allowlist mode parses; longer ones are refused unparsed.
+const MAX_COMMAND_BYTES: usize = 16 * 1024;
+/// Stack of the thread that parses a command. brush-parser recurses per nesting level (`if`
+/// in `if`, `[[ ! ! ...`), up to ~10 KiB of stack per byte of input in a debug build, so a
+/// few hundred bytes overflow a 2 MiB tokio worker and abort the process; this covers
+/// `MAX_COMMAND_BYTES`. Reserved, not committed: only what the recursion touches is used.
+const PARSE_STACK_BYTES: usize = 256 << 20;
+/// Brackets (`$(`, `(`, `${`, `{`) open at once beyond which the command is refused unparsed.
+const MAX_NESTING: usize = 64;
+/// Digits from which a number may overflow brush-parser's integer types.
+const MAX_DIGITS: usize = 10;
+
+/// Refuses what brush-parser 0.4 cannot parse without panicking or overflowing the stack,
+/// which the release build (`panic = "abort"`) turns into the end of the whole process:
+/// nesting that recurses once per bracket (2 MiB of stack, a tokio worker's, lasts ~200
+/// levels of `$(` in a debug build), and numbers it parses with `unwrap()` (a file
+/// descriptor `N>`, `~N`, a `{N..M}` range). The scan ignores quoting, so it can only refuse
+/// more, never less, than the parser would see.
+fn unparsable_safely(command: &str) -> Result<(), Denial> {
+    let mut depth: usize = 0;
+    for c in command.chars() {
+        match c {
+            '(' | '{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(Denial::new(format!(
+                        "the command nests brackets more than {MAX_NESTING} deep; allowlist mode \
+                         refuses it: run simpler commands"
+                    )));
+                }
+            }
+            ')' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    let bytes = command.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        if !bytes[at].is_ascii_digit() {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < bytes.len() && bytes[at].is_ascii_digit() {
+            at += 1;
+        }
+        if at - start < MAX_DIGITS {
+            continue;
+        }
+        let before = &command[..start];
+        let before = before.strip_suffix(['+', '-']).unwrap_or(before);
+        let after = &command[at..];
+        if after.starts_with(['<', '>'])
+            || after.starts_with("..")
+            || before.ends_with(['~', '{'])
+            || before.ends_with("..")
+        {
+            return Err(Denial::new(format!(
+                "the number `{}` is too long where the shell reads it as a file descriptor, \
+                 `~N` or a `{{N..M}}` range; allowlist mode refuses it",
+                &command[start..at]
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The values a cluster of short options (`-abc...`) may carry glued on. Which letter takes a

@@ -461,3 +461,78 @@ fn safe_bins_must_be_bare_names() {
          (no paths, no spaces)"
     );
 }
+
+#[test]
+fn input_that_would_crash_the_parser_is_refused_before_parsing() {
+    let fx = Fixture::new(true);
+    let allow = policy(ExecMode::Allowlist, None);
+    let too_long = |number: &str| {
+        format!(
+            "the number `{number}` is too long where the shell reads it as a file descriptor, \
+             `~N` or a `{{N..M}}` range; allowlist mode refuses it"
+        )
+    };
+    let if_nest = format!(
+        "{}true; {}",
+        "if true; then ".repeat(800),
+        "fi; ".repeat(800)
+    );
+    let cases: Vec<(String, String)> = vec![
+        // Found by the exec_analyze fuzz target: brush-parser unwraps the fd number's parse.
+        ("777777777776<".into(), too_long("777777777776")),
+        ("ls 99999999999>x".into(), too_long("99999999999")),
+        (
+            "echo ~99999999999999999999999".into(),
+            too_long("99999999999999999999999"),
+        ),
+        (
+            "echo ~+99999999999999999999999".into(),
+            too_long("99999999999999999999999"),
+        ),
+        (
+            "echo {1..99999999999999999999}".into(),
+            too_long("99999999999999999999"),
+        ),
+        // One stack frame per level: 300 levels overflowed a 2 MiB thread's stack.
+        (
+            format!("echo {}", "$(".repeat(300)),
+            "the command nests brackets more than 64 deep; allowlist mode refuses it: run \
+             simpler commands"
+                .into(),
+        ),
+        (
+            if_nest.clone(),
+            "shell control structures (`if`) are not allowed in allowlist mode: run plain \
+             commands, one at a time"
+                .into(),
+        ),
+        (
+            "x".repeat(16 * 1024 + 1),
+            "the command is 16385 bytes long; allowlist mode parses at most 16 KiB: put long \
+             data in a file with write_file and pass its name"
+                .into(),
+        ),
+    ];
+    for (command, expected) in cases {
+        // A thread with a tokio worker's stack, as where `exec` runs the analysis.
+        let got = std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .stack_size(2 << 20)
+                .spawn_scoped(scope, || fx.analyze(&allow, &command))
+                .unwrap()
+                .join()
+                .unwrap()
+        });
+        let shown: String = command.chars().take(40).collect();
+        assert_eq!(got.unwrap_err(), expected, "{shown}");
+    }
+    // Long numbers elsewhere are ordinary arguments.
+    assert_eq!(
+        fx.analyze(&allow, "echo 3.14159265358979323846 12345678901234567890"),
+        Ok(argv(&[&[
+            "echo",
+            "3.14159265358979323846",
+            "12345678901234567890"
+        ]]))
+    );
+}
