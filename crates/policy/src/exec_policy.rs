@@ -331,29 +331,56 @@ const MAX_COMMAND_BYTES: usize = 16 * 1024;
 const PARSE_STACK_BYTES: usize = 256 << 20;
 /// Brackets (`$(`, `(`, `${`, `{`) open at once beyond which the command is refused unparsed.
 const MAX_NESTING: usize = 64;
+/// Parentheses open at once beyond which the command is refused unparsed: brush-parser
+/// backtracks over unclosed `(` (subshell or arithmetic?) in time doubling with each one
+/// (24 took 8 s in a release build).
+const MAX_PAREN_NESTING: usize = 12;
 /// Digits from which a number may overflow brush-parser's integer types.
 const MAX_DIGITS: usize = 10;
 
-/// Refuses what brush-parser 0.4 cannot parse without panicking or overflowing the stack,
+/// Refuses what brush-parser 0.4 cannot parse without panicking, overflowing the stack or
+/// looping (`<<` CR `<#` allocates without end; control characters are refused as a class),
 /// which the release build (`panic = "abort"`) turns into the end of the whole process:
 /// nesting that recurses once per bracket (2 MiB of stack, a tokio worker's, lasts ~200
 /// levels of `$(` in a debug build), and numbers it parses with `unwrap()` (a file
 /// descriptor `N>`, `~N`, a `{N..M}` range). The scan ignores quoting, so it can only refuse
 /// more, never less, than the parser would see.
 fn unparsable_safely(command: &str) -> Result<(), Denial> {
-    let mut depth: usize = 0;
+    if let Some(c) = command
+        .chars()
+        .find(|c| c.is_ascii_control() && !matches!(c, '\n' | '\t'))
+    {
+        return Err(Denial::new(format!(
+            "the command contains the control character U+{:04X}; allowlist mode refuses control \
+             characters other than tab and newline",
+            u32::from(c)
+        )));
+    }
+    let (mut depth, mut parens): (usize, usize) = (0, 0);
     for c in command.chars() {
         match c {
             '(' | '{' => {
                 depth += 1;
-                if depth > MAX_NESTING {
+                if c == '(' {
+                    parens += 1;
+                }
+                if depth > MAX_NESTING || parens > MAX_PAREN_NESTING {
+                    let (limit, what) = if parens > MAX_PAREN_NESTING {
+                        (MAX_PAREN_NESTING, "parentheses")
+                    } else {
+                        (MAX_NESTING, "brackets")
+                    };
                     return Err(Denial::new(format!(
-                        "the command nests brackets more than {MAX_NESTING} deep; allowlist mode \
-                         refuses it: run simpler commands"
+                        "the command nests {what} more than {limit} deep; allowlist mode refuses \
+                         it: run simpler commands"
                     )));
                 }
             }
-            ')' | '}' => depth = depth.saturating_sub(1),
+            ')' => {
+                depth = depth.saturating_sub(1);
+                parens = parens.saturating_sub(1);
+            }
+            '}' => depth = depth.saturating_sub(1),
             _ => {}
         }
     }

@@ -493,9 +493,42 @@ fn input_that_would_crash_the_parser_is_refused_before_parsing() {
             "echo {1..99999999999999999999}".into(),
             too_long("99999999999999999999"),
         ),
+        // Found by fuzzing: brush-parser backtracks in time doubling per unclosed `(`.
+        (
+            format!("{}0", "(".repeat(25)),
+            "the command nests parentheses more than 12 deep; allowlist mode refuses it: run \
+             simpler commands"
+                .into(),
+        ),
+        (
+            format!("{}0", "( ((".repeat(8)),
+            "the command nests parentheses more than 12 deep; allowlist mode refuses it: run \
+             simpler commands"
+                .into(),
+        ),
+        // Found by fuzzing: a heredoc whose delimiter starts with CR, then `<#`, allocated
+        // gigabytes in brush-parser's tokenizer.
+        (
+            "ls <<\r<#".into(),
+            "the command contains the control character U+000D; allowlist mode refuses control \
+             characters other than tab and newline"
+                .into(),
+        ),
+        (
+            "ls\0 x".into(),
+            "the command contains the control character U+0000; allowlist mode refuses control \
+             characters other than tab and newline"
+                .into(),
+        ),
         // One stack frame per level: 300 levels overflowed a 2 MiB thread's stack.
         (
             format!("echo {}", "$(".repeat(300)),
+            "the command nests parentheses more than 12 deep; allowlist mode refuses it: run \
+             simpler commands"
+                .into(),
+        ),
+        (
+            format!("echo {}", "${a:-".repeat(100)),
             "the command nests brackets more than 64 deep; allowlist mode refuses it: run \
              simpler commands"
                 .into(),
