@@ -426,14 +426,14 @@ fn exec_bypass_table() {
             "here-doc",
             "cat <<EOF\nhi\nEOF",
             d(
-                "heredocs (`<<`) is not allowed in allowlist mode: use read_file and write_file for files, or pipe with `|`",
+                "`<<` (heredocs, here-strings) is refused in allowlist mode, even quoted, because the shell parser cannot be trusted with it; to match it literally in a pattern write `[<]<`",
             ),
         ),
         exec(
             "here-string",
             "cat <<< hi",
             d(
-                "here-strings (`<<<`) is not allowed in allowlist mode: use read_file and write_file for files, or pipe with `|`",
+                "`<<` (heredocs, here-strings) is refused in allowlist mode, even quoted, because the shell parser cannot be trusted with it; to match it literally in a pattern write `[<]<`",
             ),
         ),
         // Substitution.
@@ -495,7 +495,23 @@ fn exec_bypass_table() {
         exec(
             "`${IFS}`",
             "cat${IFS}/etc/passwd",
-            variable("cat${IFS}/etc/passwd"),
+            d(
+                "`${` is refused in allowlist mode, even quoted, because the shell parser cannot be trusted with it; to match it literally in a pattern write `[$]{`",
+            ),
+        ),
+        exec(
+            "`${` in single quotes (parser blow-up found by fuzzing)",
+            "echo '${a[}${a[}${a[}${a[}${a[}${a[}'",
+            d(
+                "`${` is refused in allowlist mode, even quoted, because the shell parser cannot be trusted with it; to match it literally in a pattern write `[$]{`",
+            ),
+        ),
+        exec(
+            "`<<` in single quotes (parser crash found by fuzzing)",
+            "grep '^<<($${x' notes/a.md",
+            d(
+                "`<<` (heredocs, here-strings) is refused in allowlist mode, even quoted, because the shell parser cannot be trusted with it; to match it literally in a pattern write `[<]<`",
+            ),
         ),
         exec("`$0`", "echo $0", variable("$0")),
         exec("`$@`", "echo $@", variable("$@")),
@@ -615,7 +631,7 @@ fn exec_bypass_table() {
             "jq -n env",
             Allowed(
                 plan(&[&["jq", "-n", "env"]]),
-                "exec gives commands only PATH, HOME, LANG, LC_ALL, TERM, TZ and USER (crates/tools/tests/bypass_table.rs checks it)",
+                "exec gives commands only PATH, HOME, LANG, LC_ALL, TERM, TZ and USER (crates/tools/tests/exec_tool.rs checks it)",
             ),
         ),
         // Environment tricks.
