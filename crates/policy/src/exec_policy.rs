@@ -118,17 +118,35 @@ impl ExecPolicy {
                         MAX_COMMAND_BYTES / 1024
                     )));
                 }
-                std::thread::scope(|scope| {
-                    std::thread::Builder::new()
-                        .name("exec-analysis".into())
-                        .stack_size(PARSE_STACK_BYTES)
-                        .spawn_scoped(scope, || self.analyze_allowlist(command, cwd, guard))
-                        .map_err(|err| {
-                            Denial::new(format!("cannot start the command analysis: {err}"))
-                        })?
-                        .join()
-                        .map_err(|_| Denial::new("the command analysis failed"))?
-                })
+                // Owned copies: a thread stuck in the parser is left behind, not waited for.
+                let (policy, command, cwd, guard) = (
+                    self.clone(),
+                    command.to_owned(),
+                    cwd.to_path_buf(),
+                    guard.clone(),
+                );
+                let (sender, receiver) = std::sync::mpsc::channel();
+                std::thread::Builder::new()
+                    .name("exec-analysis".into())
+                    .stack_size(PARSE_STACK_BYTES)
+                    .spawn(move || {
+                        let _ = sender.send(policy.analyze_allowlist(&command, &cwd, &guard));
+                    })
+                    .map_err(|err| {
+                        Denial::new(format!("cannot start the command analysis: {err}"))
+                    })?;
+                match receiver.recv_timeout(ANALYSIS_DEADLINE) {
+                    Ok(result) => result,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Denial::new(format!(
+                        "the command could not be analysed within {} s (the shell parser \
+                         backtracks on some unbalanced brackets); allowlist mode refuses it: \
+                         run a simpler command",
+                        ANALYSIS_DEADLINE.as_secs()
+                    ))),
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                        Err(Denial::new("the command analysis failed"))
+                    }
+                }
             }
         }
     }
@@ -329,6 +347,10 @@ const MAX_COMMAND_BYTES: usize = 16 * 1024;
 /// few hundred bytes overflow a 2 MiB tokio worker and abort the process; this covers
 /// `MAX_COMMAND_BYTES`. Reserved, not committed: only what the recursion touches is used.
 const PARSE_STACK_BYTES: usize = 256 << 20;
+/// How long the parse may take. brush-parser backtracks exponentially on some unbalanced
+/// input the checks below do not catch (fuzzing found a 237-byte command taking 30 s); past
+/// this the command is refused and the parsing thread is left to finish on its own.
+const ANALYSIS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Brackets (`$(`, `(`, `${`, `{`) open at once beyond which the command is refused unparsed.
 const MAX_NESTING: usize = 64;
 /// Parentheses open at once beyond which the command is refused unparsed: brush-parser

@@ -548,6 +548,15 @@ fn input_that_would_crash_the_parser_is_refused_before_parsing() {
                 .into(),
         ),
     ];
+    // Found by fuzzing: 237 bytes of unbalanced `$(`, `((` and `[` the parser took 30 s over.
+    let slow = String::from_utf8_lossy(include_bytes!("fixtures/slow-parse.bin")).into_owned();
+    let started = std::time::Instant::now();
+    assert_eq!(
+        fx.analyze(&allow, &slow).unwrap_err(),
+        "the command could not be analysed within 2 s (the shell parser backtracks on some \
+         unbalanced brackets); allowlist mode refuses it: run a simpler command"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
     for (command, expected) in cases {
         // A thread with a tokio worker's stack, as where `exec` runs the analysis.
         let got = std::thread::scope(|scope| {
