@@ -109,7 +109,45 @@ impl ExecPolicy {
                  can run",
             )),
             ExecMode::Full => Ok(ExecPlan::Shell(command.to_owned())),
-            ExecMode::Allowlist => self.analyze_allowlist(command, cwd, guard),
+            ExecMode::Allowlist => {
+                if command.len() > MAX_COMMAND_BYTES {
+                    return Err(Denial::new(format!(
+                        "the command is {} bytes long; allowlist mode parses at most {} KiB: \
+                         put long data in a file with write_file and pass its name",
+                        command.len(),
+                        MAX_COMMAND_BYTES / 1024
+                    )));
+                }
+                // Owned copies: a thread stuck in the parser is left behind, not waited for.
+                let (policy, command, cwd, guard) = (
+                    self.clone(),
+                    command.to_owned(),
+                    cwd.to_path_buf(),
+                    guard.clone(),
+                );
+                let (sender, receiver) = std::sync::mpsc::channel();
+                std::thread::Builder::new()
+                    .name("exec-analysis".into())
+                    .stack_size(PARSE_STACK_BYTES)
+                    .spawn(move || {
+                        let _ = sender.send(policy.analyze_allowlist(&command, &cwd, &guard));
+                    })
+                    .map_err(|err| {
+                        Denial::new(format!("cannot start the command analysis: {err}"))
+                    })?;
+                match receiver.recv_timeout(ANALYSIS_DEADLINE) {
+                    Ok(result) => result,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Denial::new(format!(
+                        "the command could not be analysed within {} s (the shell parser \
+                         backtracks on some unbalanced brackets); allowlist mode refuses it: \
+                         run a simpler command",
+                        ANALYSIS_DEADLINE.as_secs()
+                    ))),
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                        Err(Denial::new("the command analysis failed"))
+                    }
+                }
+            }
         }
     }
 
@@ -119,6 +157,7 @@ impl ExecPolicy {
         cwd: &Path,
         guard: &PathGuard,
     ) -> Result<ExecPlan, Denial> {
+        unparsable_safely(command)?;
         let program = Parser::new(std::io::Cursor::new(command), &ParserOptions::default())
             .parse_program()
             .map_err(|err| {
@@ -267,33 +306,183 @@ impl ExecPolicy {
         if guard.restricts_to_workspace() {
             let mut options_ended = false;
             for arg in args {
-                let named_path = if options_ended || !arg.starts_with('-') || arg == "-" {
-                    Some(arg.as_str())
+                let named_paths: Vec<&str> = if options_ended || !arg.starts_with('-') || arg == "-"
+                {
+                    vec![arg.as_str()]
                 } else if arg == "--" {
                     options_ended = true;
-                    None
-                } else if let Some((_, value)) = arg.split_once('=') {
-                    Some(value)
+                    Vec::new()
+                } else if let Some(long) = arg.strip_prefix("--") {
+                    long.split_once('=')
+                        .map(|(_, value)| value)
+                        .into_iter()
+                        .collect()
                 } else {
-                    // A value glued to a short option (`-f/etc/x`, `-f../x`).
-                    arg.find(['/', '~', '.']).map(|at| &arg[at..])
+                    short_option_values(arg, cwd)
                 };
-                let Some(named_path) = named_path.filter(|p| !p.is_empty() && *p != "-") else {
-                    continue;
-                };
-                let looks_like_path = named_path.starts_with(['/', '~', '.'])
-                    || named_path.contains('/')
-                    // A bare name is still checked when it exists: it may be a symlink out.
-                    || std::fs::symlink_metadata(cwd.join(named_path)).is_ok();
-                if looks_like_path {
-                    guard
-                        .check_argument(cwd, named_path)
-                        .map_err(|denial| Denial::new(format!("`{program}`: {denial}")))?;
+                for named_path in named_paths {
+                    if named_path.is_empty() || named_path == "-" {
+                        continue;
+                    }
+                    let looks_like_path = named_path.starts_with(['/', '~', '.'])
+                        || named_path.contains('/')
+                        // A bare name is still checked when it exists: it may be a symlink out.
+                        || std::fs::symlink_metadata(cwd.join(named_path)).is_ok();
+                    if looks_like_path {
+                        guard
+                            .check_argument(cwd, named_path)
+                            .map_err(|denial| Denial::new(format!("`{program}`: {denial}")))?;
+                    }
                 }
             }
         }
         Ok(argv)
     }
+}
+
+/// Bytes of command allowlist mode parses; longer ones are refused unparsed.
+const MAX_COMMAND_BYTES: usize = 16 * 1024;
+/// Stack of the thread that parses a command. brush-parser recurses per nesting level (`if`
+/// in `if`, `[[ ! ! ...`), up to ~10 KiB of stack per byte of input in a debug build, so a
+/// few hundred bytes overflow a 2 MiB tokio worker and abort the process; this covers
+/// `MAX_COMMAND_BYTES`. Reserved, not committed: only what the recursion touches is used.
+const PARSE_STACK_BYTES: usize = 256 << 20;
+/// How long the parse may take. brush-parser backtracks exponentially on some unbalanced
+/// input the checks below do not catch (fuzzing found a 237-byte command taking 30 s); past
+/// this the command is refused and the parsing thread is left to finish on its own.
+const ANALYSIS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+/// Brackets (`$(`, `(`, `${`, `{`) open at once beyond which the command is refused unparsed.
+const MAX_NESTING: usize = 64;
+/// Parentheses open at once beyond which the command is refused unparsed: brush-parser
+/// backtracks over unclosed `(` (subshell or arithmetic?) in time doubling with each one
+/// (24 took 8 s in a release build).
+const MAX_PAREN_NESTING: usize = 12;
+/// Digits from which a number may overflow brush-parser's integer types.
+const MAX_DIGITS: usize = 10;
+
+/// Refuses what brush-parser 0.4 cannot parse without panicking, overflowing the stack or
+/// looping (`<<` CR `<#` allocates without end; control characters are refused as a class),
+/// which the release build (`panic = "abort"`) turns into the end of the whole process:
+/// nesting that recurses once per bracket (2 MiB of stack, a tokio worker's, lasts ~200
+/// levels of `$(` in a debug build), and numbers it parses with `unwrap()` (a file
+/// descriptor `N>`, `~N`, a `{N..M}` range). The scan ignores quoting, so it can only refuse
+/// more, never less, than the parser would see.
+fn unparsable_safely(command: &str) -> Result<(), Denial> {
+    if let Some(c) = command
+        .chars()
+        .find(|c| c.is_ascii_control() && !matches!(c, '\n' | '\t'))
+    {
+        return Err(Denial::new(format!(
+            "the command contains the control character U+{:04X}; allowlist mode refuses control \
+             characters other than tab and newline",
+            u32::from(c)
+        )));
+    }
+    // Refused below whatever the quoting: as heredocs and parameter expansions they would be
+    // refused anyway, and their parsers blow up (`^<<($${x` panics; each unclosed `${a[`
+    // doubles the time: 6 took over a minute).
+    for (token, what, literal) in [
+        ("<<", "`<<` (heredocs, here-strings)", "[<]<"),
+        ("${", "`${`", "[$]{"),
+    ] {
+        if command.contains(token) {
+            return Err(Denial::new(format!(
+                "{what} is refused in allowlist mode, even quoted, because the shell parser \
+                 cannot be trusted with it; to match it literally in a pattern write `{literal}`"
+            )));
+        }
+    }
+    let (mut depth, mut parens): (usize, usize) = (0, 0);
+    for c in command.chars() {
+        match c {
+            '(' | '{' => {
+                depth += 1;
+                if c == '(' {
+                    parens += 1;
+                }
+                if depth > MAX_NESTING || parens > MAX_PAREN_NESTING {
+                    let (limit, what) = if parens > MAX_PAREN_NESTING {
+                        (MAX_PAREN_NESTING, "parentheses")
+                    } else {
+                        (MAX_NESTING, "brackets")
+                    };
+                    return Err(Denial::new(format!(
+                        "the command nests {what} more than {limit} deep; allowlist mode refuses \
+                         it: run simpler commands"
+                    )));
+                }
+            }
+            ')' => {
+                depth = depth.saturating_sub(1);
+                parens = parens.saturating_sub(1);
+            }
+            '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    let bytes = command.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        if !bytes[at].is_ascii_digit() {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < bytes.len() && bytes[at].is_ascii_digit() {
+            at += 1;
+        }
+        if at - start < MAX_DIGITS {
+            continue;
+        }
+        let before = &command[..start];
+        let before = before.strip_suffix(['+', '-']).unwrap_or(before);
+        let after = &command[at..];
+        if after.starts_with(['<', '>'])
+            || after.starts_with("..")
+            || before.ends_with(['~', '{'])
+            || before.ends_with("..")
+        {
+            return Err(Denial::new(format!(
+                "the number `{}` is too long where the shell reads it as a file descriptor, \
+                 `~N` or a `{{N..M}}` range; allowlist mode refuses it",
+                &command[start..at]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The values a cluster of short options (`-abc...`) may carry glued on. Which letter takes a
+/// value is the program's business (`grep -f FILE`, `date -f FILE`, `sort -T DIR`), so every
+/// tail after a run of option letters is a candidate: the one from the first `/`, `~` or `.`
+/// (`-f/etc/x`, `-f../x`), and each bare tail that names an existing file (`-flink_out`,
+/// `-nflink_out`, `-f=link_out` either way it is read), which may be a symlink out of the
+/// workspace.
+fn short_option_values<'a>(arg: &'a str, cwd: &Path) -> Vec<&'a str> {
+    let mut values: Vec<&str> = arg
+        .find(['/', '~', '.'])
+        .map(|at| &arg[at..])
+        .into_iter()
+        .collect();
+    let mut tails = Vec::new();
+    for (at, c) in arg.char_indices().skip(1) {
+        if at >= 2 {
+            tails.push(&arg[at..]);
+        }
+        if !c.is_ascii_alphanumeric() {
+            if c == '=' {
+                tails.push(&arg[at + 1..]);
+            }
+            break;
+        }
+    }
+    // Longer than PATH_MAX cannot exist; skipping it keeps a huge argument cheap.
+    values.extend(
+        tails
+            .into_iter()
+            .filter(|tail| tail.len() <= 4096 && std::fs::symlink_metadata(cwd.join(tail)).is_ok()),
+    );
+    values
 }
 
 /// The raw word of a prefix/suffix item, or why the item is refused.

@@ -47,17 +47,18 @@ impl PathDenial {
     }
 }
 
-/// Whether a path is about to be read or written.
+/// Whether a path is about to be read or written, or passed to a command (which reads it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Access {
     Read,
     Write,
+    Argument,
 }
 
 impl fmt::Display for Access {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Read => f.write_str("read"),
+            Self::Read | Self::Argument => f.write_str("read"),
             Self::Write => f.write_str("write"),
         }
     }
@@ -104,7 +105,7 @@ impl PathGuard {
         ] {
             for path in configured {
                 let resolved = guard
-                    .resolve(&guard.workspace.clone(), path, true)
+                    .resolve(&guard.workspace.clone(), path, Access::Read)
                     .map_err(|reason| PathGuardError::BadConfiguredPath {
                         key,
                         path: path.clone(),
@@ -150,32 +151,28 @@ impl PathGuard {
     /// A path a tool was given (`~` expanded, relative to the workspace) that it will read.
     /// Returns the resolved path, which is what the tool must open.
     pub fn check_read(&self, asked: &str) -> Result<PathBuf, PathDenial> {
-        self.check(&self.workspace, asked, true, Access::Read)
+        self.check(&self.workspace, asked, Access::Read)
     }
 
     /// As [`Self::check_read`], for a write: protected paths are refused as well.
     pub fn check_write(&self, asked: &str) -> Result<PathBuf, PathDenial> {
-        self.check(&self.workspace, asked, true, Access::Write)
+        self.check(&self.workspace, asked, Access::Write)
     }
 
     /// A command argument a program will open relative to its working directory `cwd`.
     /// No `~` expansion: the shell-word evaluation already did it where a shell would.
+    /// `/proc/self` (and `/dev/fd`, `/dev/stdin`... through it) is refused: it names the
+    /// process that opens it, which is the command, not the guard that resolved it.
     pub fn check_argument(&self, cwd: &Path, argument: &str) -> Result<PathBuf, PathDenial> {
-        self.check(cwd, argument, false, Access::Read)
+        self.check(cwd, argument, Access::Argument)
     }
 
-    fn check(
-        &self,
-        base: &Path,
-        asked: &str,
-        expand_tilde: bool,
-        access: Access,
-    ) -> Result<PathBuf, PathDenial> {
+    fn check(&self, base: &Path, asked: &str, access: Access) -> Result<PathBuf, PathDenial> {
         if asked.is_empty() {
             return Err(PathDenial::new(format!("cannot {access} an empty path")));
         }
         let resolved = self
-            .resolve(base, Path::new(asked), expand_tilde)
+            .resolve(base, Path::new(asked), access)
             .map_err(|reason| PathDenial::new(format!("cannot {access} `{asked}`: {reason}")))?;
         if self.restrict_to_workspace
             && !resolved.starts_with(&self.workspace)
@@ -211,7 +208,8 @@ impl PathGuard {
         Ok(resolved)
     }
 
-    fn resolve(&self, base: &Path, asked: &Path, expand_tilde: bool) -> Result<PathBuf, String> {
+    fn resolve(&self, base: &Path, asked: &Path, access: Access) -> Result<PathBuf, String> {
+        let expand_tilde = access != Access::Argument;
         let mut components = asked.components();
         let absolute = match components.next() {
             Some(Component::Normal(first)) if expand_tilde && first == "~" => {
@@ -231,13 +229,22 @@ impl PathGuard {
             }
             _ => base.join(asked),
         };
-        resolve_absolute(&absolute)
+        resolve_walk(&absolute, access == Access::Argument)
     }
 }
 
 /// Walks `path` as the kernel would: existing components with symlinks followed, `..` taken
 /// on the real parent, the first missing component and everything after it lexically.
 fn resolve_absolute(path: &Path) -> Result<PathBuf, String> {
+    resolve_walk(path, false)
+}
+
+/// The links in /proc that name the process following them.
+const SELF_LINKS: &[&str] = &["/proc/self", "/proc/thread-self"];
+
+/// [`resolve_absolute`]; `for_another_process` refuses [`SELF_LINKS`], whose target the guard
+/// would take from its own process while the program that opens the path gets its own.
+fn resolve_walk(path: &Path, for_another_process: bool) -> Result<PathBuf, String> {
     let mut pending: VecDeque<OsString> = VecDeque::new();
     push_components(&mut pending, path, false);
     let mut resolved = PathBuf::from("/");
@@ -250,6 +257,14 @@ fn resolve_absolute(path: &Path) -> Result<PathBuf, String> {
         let candidate = resolved.join(&name);
         match std::fs::symlink_metadata(&candidate) {
             Ok(meta) if meta.file_type().is_symlink() => {
+                if for_another_process && SELF_LINKS.iter().any(|link| candidate == Path::new(link))
+                {
+                    return Err(format!(
+                        "it goes through {}, which names the process that opens it (the \
+                         command, not nanocrab), so it cannot be checked; name the file directly",
+                        candidate.display()
+                    ));
+                }
                 hops += 1;
                 if hops > MAX_SYMLINK_HOPS {
                     return Err(format!(

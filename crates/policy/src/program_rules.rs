@@ -104,6 +104,13 @@ const REFUSED_OPTIONS: &[(&str, &str, &[&str], &str)] = &[
         &["dereference-recursive"],
         "it follows symlinks while recursing, which can leave the workspace; use -r",
     ),
+    (
+        "ls",
+        "L",
+        &["dereference"],
+        "it follows symlinks, also while recursing (`-RL`), which lists and stats files \
+         outside the workspace",
+    ),
     ("date", "s", &["set"], "it changes the system clock"),
 ];
 

@@ -160,14 +160,16 @@ fn every_bypass_form_is_refused_with_its_reason() {
         ("ls |& cat", redirect("2>& 1")),
         (
             "cat <<EOF\nhi\nEOF",
-            "heredocs (`<<`) is not allowed in allowlist mode: use read_file and write_file for \
-             files, or pipe with `|`"
+            "`<<` (heredocs, here-strings) is refused in allowlist mode, even quoted, because the \
+             shell parser cannot be trusted with it; to match it literally in a pattern write \
+             `[<]<`"
                 .into(),
         ),
         (
             "cat <<< hi",
-            "here-strings (`<<<`) is not allowed in allowlist mode: use read_file and write_file \
-             for files, or pipe with `|`"
+            "`<<` (heredocs, here-strings) is refused in allowlist mode, even quoted, because the \
+             shell parser cannot be trusted with it; to match it literally in a pattern write \
+             `[<]<`"
                 .into(),
         ),
         (
@@ -190,8 +192,8 @@ fn every_bypass_form_is_refused_with_its_reason() {
         ),
         (
             "echo ${HOME}",
-            "variable expansion (`$VAR`, `${...}`) in `${HOME}` is not allowed in allowlist \
-             mode: write the value literally, or quote a literal `$` with single quotes"
+            "`${` is refused in allowlist mode, even quoted, because the shell parser cannot be \
+             trusted with it; to match it literally in a pattern write `[$]{`"
                 .into(),
         ),
         (
@@ -304,6 +306,22 @@ fn every_bypass_form_is_refused_with_its_reason() {
                 "../outside/secret",
                 &outside_secret.display().to_string(),
             ),
+        ),
+        // A value glued to a short option that is a bare name: `date -fFILE` prints each
+        // line of FILE in its error message, so a link out must be caught there too.
+        (
+            "date -finnocent",
+            outside("date", "innocent", &outside_secret.display().to_string()),
+        ),
+        (
+            "grep -nfinnocent x",
+            outside("grep", "innocent", &outside_secret.display().to_string()),
+        ),
+        (
+            "ls -RL .",
+            "`ls -RL` is refused in allowlist mode: it follows symlinks, also while recursing \
+             (`-RL`), which lists and stats files outside the workspace"
+                .into(),
         ),
         (
             "cat -- -x /etc/passwd",
@@ -443,5 +461,122 @@ fn safe_bins_must_be_bare_names() {
         err.to_string(),
         "tools.exec.safeBins: `/bin/cat` is not a program name; list bare names such as `jq` \
          (no paths, no spaces)"
+    );
+}
+
+#[test]
+fn input_that_would_crash_the_parser_is_refused_before_parsing() {
+    let fx = Fixture::new(true);
+    let allow = policy(ExecMode::Allowlist, None);
+    let too_long = |number: &str| {
+        format!(
+            "the number `{number}` is too long where the shell reads it as a file descriptor, \
+             `~N` or a `{{N..M}}` range; allowlist mode refuses it"
+        )
+    };
+    let if_nest = format!(
+        "{}true; {}",
+        "if true; then ".repeat(800),
+        "fi; ".repeat(800)
+    );
+    let cases: Vec<(String, String)> = vec![
+        // Found by the exec_analyze fuzz target: brush-parser unwraps the fd number's parse.
+        ("777777777776<".into(), too_long("777777777776")),
+        ("ls 99999999999>x".into(), too_long("99999999999")),
+        (
+            "echo ~99999999999999999999999".into(),
+            too_long("99999999999999999999999"),
+        ),
+        (
+            "echo ~+99999999999999999999999".into(),
+            too_long("99999999999999999999999"),
+        ),
+        (
+            "echo {1..99999999999999999999}".into(),
+            too_long("99999999999999999999"),
+        ),
+        // Found by fuzzing: brush-parser backtracks in time doubling per unclosed `(`.
+        (
+            format!("{}0", "(".repeat(25)),
+            "the command nests parentheses more than 12 deep; allowlist mode refuses it: run \
+             simpler commands"
+                .into(),
+        ),
+        (
+            format!("{}0", "( ((".repeat(8)),
+            "the command nests parentheses more than 12 deep; allowlist mode refuses it: run \
+             simpler commands"
+                .into(),
+        ),
+        // Found by fuzzing: a heredoc whose delimiter starts with CR, then `<#`, allocated
+        // gigabytes in brush-parser's tokenizer.
+        (
+            "ls <<\r<#".into(),
+            "the command contains the control character U+000D; allowlist mode refuses control \
+             characters other than tab and newline"
+                .into(),
+        ),
+        (
+            "ls\0 x".into(),
+            "the command contains the control character U+0000; allowlist mode refuses control \
+             characters other than tab and newline"
+                .into(),
+        ),
+        // One stack frame per level: 300 levels overflowed a 2 MiB thread's stack.
+        (
+            format!("echo {}", "$(".repeat(300)),
+            "the command nests parentheses more than 12 deep; allowlist mode refuses it: run \
+             simpler commands"
+                .into(),
+        ),
+        (
+            format!("echo {}", "{".repeat(100)),
+            "the command nests brackets more than 64 deep; allowlist mode refuses it: run \
+             simpler commands"
+                .into(),
+        ),
+        (
+            if_nest.clone(),
+            "shell control structures (`if`) are not allowed in allowlist mode: run plain \
+             commands, one at a time"
+                .into(),
+        ),
+        (
+            "x".repeat(16 * 1024 + 1),
+            "the command is 16385 bytes long; allowlist mode parses at most 16 KiB: put long \
+             data in a file with write_file and pass its name"
+                .into(),
+        ),
+    ];
+    // Found by fuzzing: 237 bytes of unbalanced `$(`, `((` and `[` the parser took 30 s over.
+    let slow = String::from_utf8_lossy(include_bytes!("fixtures/slow-parse.bin")).into_owned();
+    let started = std::time::Instant::now();
+    assert_eq!(
+        fx.analyze(&allow, &slow).unwrap_err(),
+        "the command could not be analysed within 2 s (the shell parser backtracks on some \
+         unbalanced brackets); allowlist mode refuses it: run a simpler command"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    for (command, expected) in cases {
+        // A thread with a tokio worker's stack, as where `exec` runs the analysis.
+        let got = std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .stack_size(2 << 20)
+                .spawn_scoped(scope, || fx.analyze(&allow, &command))
+                .unwrap()
+                .join()
+                .unwrap()
+        });
+        let shown: String = command.chars().take(40).collect();
+        assert_eq!(got.unwrap_err(), expected, "{shown}");
+    }
+    // Long numbers elsewhere are ordinary arguments.
+    assert_eq!(
+        fx.analyze(&allow, "echo 3.14159265358979323846 12345678901234567890"),
+        Ok(argv(&[&[
+            "echo",
+            "3.14159265358979323846",
+            "12345678901234567890"
+        ]]))
     );
 }

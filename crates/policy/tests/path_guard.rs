@@ -351,3 +351,35 @@ fn bad_configuration_is_an_error() {
          directory is unknown"
     );
 }
+
+#[test]
+fn arguments_through_proc_self_are_refused_because_the_command_is_another_process() {
+    // The test runs in the crate's folder; with its parent as the workspace and the command
+    // run there, `/proc/self/cwd/..` is the workspace to the guard but its parent to `ls`.
+    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let ws = crate_dir.parent().unwrap();
+    let guard = PathGuard::new(ws, &ToolsConfig::default(), None).unwrap();
+    let through = |asked: &str, link: &str| {
+        format!(
+            "cannot read `{asked}`: it goes through {link}, which names the process that opens \
+             it (the command, not nanocrab), so it cannot be checked; name the file directly"
+        )
+    };
+    for (asked, link) in [
+        ("/proc/self/cwd/..", "/proc/self"),
+        ("/proc/thread-self/cwd/..", "/proc/thread-self"),
+        ("/dev/stdin", "/proc/self"),
+        ("/dev/fd/0", "/proc/self"),
+    ] {
+        assert_eq!(
+            guard.check_argument(ws, asked).unwrap_err().message(),
+            through(asked, link),
+            "{asked}"
+        );
+    }
+    // The file tools open the path themselves, so there it means what the guard resolved.
+    assert_eq!(
+        guard.check_read("/proc/self/cwd/..").unwrap(),
+        ws.canonicalize().unwrap()
+    );
+}

@@ -136,3 +136,55 @@ proptest! {
         }
     }
 }
+
+/// A safe bin with a few harmless arguments, plain or quoted.
+fn simple_command() -> impl Strategy<Value = String> {
+    (
+        prop::sample::select(vec!["ls", "cat", "echo", "grep", "wc", "sort", "head"]),
+        prop::collection::vec(
+            prop_oneof![
+                "[a-z][a-z.-]{0,5}",
+                "'[a-z ;&|<>$()]{0,6}'",
+                "\"[a-z ;&|<>()]{0,6}\""
+            ],
+            0..3,
+        ),
+    )
+        .prop_map(|(program, args)| {
+            std::iter::once(program.to_owned())
+                .chain(args)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+}
+
+#[test]
+fn an_unquoted_control_operator_between_commands_is_always_denied() {
+    // One fixture for all cases: the analysis only reads it.
+    let (_dir, root, guard) = layout();
+    let policy = ExecPolicy::new(&ExecConfig {
+        mode: ExecMode::Allowlist,
+        ..ExecConfig::default()
+    })
+    .unwrap();
+    let operator = prop::sample::select(vec![
+        ";", " ; ", "&&", " || ", "&", "\n", ">", ">>", "<", "2>", "&>", ">|", "<>", " <(", " >(",
+        " $(", " `", "|&", ";;",
+    ]);
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 2_000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(
+            &(simple_command(), operator, simple_command()),
+            |(first, operator, second)| {
+                let command = format!("{first}{operator}{second}");
+                let result = policy.analyze(&command, &root.join("ws"), &guard);
+                prop_assert!(result.is_err(), "{command:?} was allowed: {result:?}");
+                Ok(())
+            },
+        )
+        .unwrap();
+}
