@@ -879,6 +879,9 @@ pub enum SandboxScope {
     /// One per agent (`state/sandbox/agent-<id>`).
     #[default]
     Agent,
+    /// One per conversation (`state/sandbox/session-<key>`); a run without one uses the
+    /// agent's.
+    Session,
 }
 
 fn default_exec_timeout() -> u64 {

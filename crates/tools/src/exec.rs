@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use nanocrab_config::ExecMode;
 use nanocrab_policy::{Capability, ExecPlan, ExecPolicy, Invocation, PathGuard, Risk};
-use nanocrab_schema::ToolDef;
+use nanocrab_schema::{SessionKey, ToolDef};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
@@ -78,7 +78,11 @@ impl ExecTool {
     /// The directory the command runs in: `working_dir` if the guard lets it be read and the
     /// sandbox lets the model choose, else the workspace (or the scratch directory when the
     /// workspace is not the command's to use).
-    fn working_dir(&self, args: &Arguments) -> Result<PathBuf, ToolError> {
+    fn working_dir(
+        &self,
+        args: &Arguments,
+        session: Option<&SessionKey>,
+    ) -> Result<PathBuf, ToolError> {
         let cwd = match &args.working_dir {
             Some(_) if !self.sandbox.allows_working_dir() => {
                 return Err(ToolError::Rejected(
@@ -88,7 +92,7 @@ impl ExecTool {
                 ));
             }
             Some(dir) => self.guard.check_read(dir)?,
-            None => self.sandbox.default_cwd(self.guard.workspace())?,
+            None => self.sandbox.default_cwd(self.guard.workspace(), session)?,
         };
         if !cwd.is_dir() {
             return Err(ToolError::Rejected(format!(
@@ -100,10 +104,18 @@ impl ExecTool {
     }
 
     /// `argv` wrapped by the sandbox, not started yet.
-    fn command(&self, argv: &[String], cwd: &Path) -> Result<Command, ToolError> {
-        let wrapped =
-            self.sandbox
-                .wrap(argv, self.guard.workspace(), self.guard.allowed_paths())?;
+    fn command(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+        session: Option<&SessionKey>,
+    ) -> Result<Command, ToolError> {
+        let wrapped = self.sandbox.wrap(
+            argv,
+            self.guard.workspace(),
+            self.guard.allowed_paths(),
+            session,
+        )?;
         let Some((program, args)) = wrapped.split_first() else {
             return Err(ToolError::Rejected("the command is empty".into()));
         };
@@ -167,10 +179,10 @@ impl Tool for ExecTool {
     fn invocation(
         &self,
         input: &serde_json::Value,
-        _: &ToolContext,
+        ctx: &ToolContext,
     ) -> Result<Invocation, ToolError> {
         let args: Arguments = parse_arguments("exec", input.clone(), EXPECTED)?;
-        let cwd = self.working_dir(&args)?;
+        let cwd = self.working_dir(&args, ctx.session.as_ref())?;
         Ok(
             match self.policy.analyze(&args.command, &cwd, &self.guard)? {
                 ExecPlan::Pipeline(argvs) => Invocation::new(
@@ -205,10 +217,10 @@ impl Tool for ExecTool {
     async fn call(
         &self,
         input: serde_json::Value,
-        _: &ToolContext,
+        ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: Arguments = parse_arguments("exec", input, EXPECTED)?;
-        let cwd = self.working_dir(&args)?;
+        let cwd = self.working_dir(&args, ctx.session.as_ref())?;
         let plan = self.policy.analyze(&args.command, &cwd, &self.guard)?;
         let argvs = match plan {
             ExecPlan::Pipeline(argvs) => argvs,
@@ -228,7 +240,7 @@ impl Tool for ExecTool {
             // Each stage gets its own launcher, with the same policy: the pipes stay wired
             // here, in one place, rather than the launcher growing a pipeline runner, and a
             // launcher costs a fork and an exec per stage.
-            let mut command = self.command(argv, &cwd)?;
+            let mut command = self.command(argv, &cwd, ctx.session.as_ref())?;
             // The first process leads a new group (0); the others join it.
             let pgid = group.pgid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
             command.process_group(pgid);

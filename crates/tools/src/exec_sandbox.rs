@@ -11,6 +11,8 @@ use nanocrab_sandbox::{
     BwrapProvider, LandlockProvider, ResourceLimits, SandboxPolicy, SandboxProvider, Unsandboxed,
 };
 
+use nanocrab_schema::SessionKey;
+
 use crate::tool::ToolError;
 
 /// The sandbox launcher: the running `nanocrab` binary, and where its scratch directories go.
@@ -33,7 +35,10 @@ pub struct ExecSandbox {
     unavailable: Option<String>,
     workspace_access: WorkspaceAccess,
     /// Writable besides the workspace, and the commands' `TMPDIR`; none when unsandboxed.
+    /// With `scope: session`, the one of runs that have no session.
     scratch: Option<PathBuf>,
+    /// `scope: session`: each conversation has its own scratch directory next to `scratch`.
+    per_session: bool,
     network: bool,
     limits: ResourceLimits,
 }
@@ -49,6 +54,7 @@ impl ExecSandbox {
             unavailable: None,
             workspace_access: WorkspaceAccess::ReadWrite,
             scratch: None,
+            per_session: false,
             network: true,
             limits: ResourceLimits::default(),
         }
@@ -99,7 +105,7 @@ impl ExecSandbox {
         };
         let scratch = launcher.state_dir.join("sandbox").join(match config.scope {
             SandboxScope::Shared => "shared".to_owned(),
-            SandboxScope::Agent => format!("agent-{}", launcher.agent_id),
+            SandboxScope::Agent | SandboxScope::Session => format!("agent-{}", launcher.agent_id),
         });
         let mib = |value: u64| (value > 0).then(|| value.saturating_mul(1 << 20));
         let nonzero = |value: u64| (value > 0).then_some(value);
@@ -108,6 +114,7 @@ impl ExecSandbox {
             unavailable: None,
             workspace_access: config.workspace_access,
             scratch: Some(scratch),
+            per_session: config.scope == SandboxScope::Session,
             network: config.network,
             limits: ResourceLimits {
                 address_space_bytes: mib(config.memory_mb),
@@ -135,14 +142,28 @@ impl ExecSandbox {
         Some(format!("Sandboxed: writes {writable}{network}."))
     }
 
-    /// Where a command runs when it names no working directory: the scratch directory when
-    /// the workspace is not the command's to use.
-    pub(crate) fn default_cwd(&self, workspace: &Path) -> Result<PathBuf, ToolError> {
+    /// The scratch directory of a call from `session`.
+    fn scratch(&self, session: Option<&SessionKey>) -> Option<PathBuf> {
+        let scratch = self.scratch.as_ref()?;
+        match (self.per_session, session, scratch.parent()) {
+            // Session keys are made to be file names (`sessions/<key>.jsonl`).
+            (true, Some(key), Some(root)) => Some(root.join(format!("session-{key}"))),
+            (true, Some(_), None) | (true, None, _) | (false, _, _) => Some(scratch.clone()),
+        }
+    }
+
+    /// Where a command of `session` runs when it names no working directory: the scratch
+    /// directory when the workspace is not the command's to use.
+    pub(crate) fn default_cwd(
+        &self,
+        workspace: &Path,
+        session: Option<&SessionKey>,
+    ) -> Result<PathBuf, ToolError> {
         self.usable()?;
-        match (self.workspace_access, &self.scratch) {
+        match (self.workspace_access, self.scratch(session)) {
             (WorkspaceAccess::None, Some(scratch)) => {
-                create_private_dir(scratch)?;
-                Ok(scratch.clone())
+                create_private_dir(&scratch)?;
+                Ok(scratch)
             }
             (WorkspaceAccess::None, None)
             | (WorkspaceAccess::ReadOnly | WorkspaceAccess::ReadWrite, _) => {
@@ -176,18 +197,25 @@ impl ExecSandbox {
         argv: &[String],
         workspace: &Path,
         allowed: &[PathBuf],
+        session: Option<&SessionKey>,
     ) -> Result<Vec<OsString>, ToolError> {
         self.usable()?;
-        if let Some(scratch) = &self.scratch {
+        let scratch = self.scratch(session);
+        if let Some(scratch) = &scratch {
             create_private_dir(scratch)?;
         }
-        let policy = self.policy(workspace, allowed);
+        let policy = self.policy(workspace, allowed, scratch);
         self.provider
             .wrap(argv, &policy)
             .map_err(|err| ToolError::Rejected(err.to_string()))
     }
 
-    fn policy(&self, workspace: &Path, allowed: &[PathBuf]) -> SandboxPolicy {
+    fn policy(
+        &self,
+        workspace: &Path,
+        allowed: &[PathBuf],
+        scratch: Option<PathBuf>,
+    ) -> SandboxPolicy {
         let allowed = match self.workspace_access {
             // One that does not exist (yet) would make the launcher refuse the whole call.
             WorkspaceAccess::ReadWrite => allowed.iter().filter(|p| p.exists()).cloned().collect(),
@@ -200,8 +228,8 @@ impl ExecSandbox {
                 WorkspaceAccess::ReadOnly => nanocrab_sandbox::WorkspaceAccess::ReadOnly,
                 WorkspaceAccess::ReadWrite => nanocrab_sandbox::WorkspaceAccess::ReadWrite,
             },
-            writable_roots: self.scratch.iter().cloned().chain(allowed).collect(),
-            tmp_dir: self.scratch.clone(),
+            writable_roots: scratch.iter().cloned().chain(allowed).collect(),
+            tmp_dir: scratch,
             network: self.network,
             limits: self.limits,
         }

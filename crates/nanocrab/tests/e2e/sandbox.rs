@@ -421,3 +421,27 @@ fn allowed_paths_are_writable_like_the_workspace() {
     );
     assert!(!target.exists());
 }
+
+#[test]
+fn with_session_scope_each_conversation_has_its_own_scratch_directory() {
+    let home = full_exec_home(json!({"workspaceAccess": "none", "scope": "session"}));
+    home.mock.push(Reply::tool_call(
+        "call_1",
+        "exec",
+        json!({"command": "pwd; echo $TMPDIR"}),
+    ));
+    home.mock.push(Reply::text("done"));
+    let run = home.agent("where am I?", &["--session", "cli:one"]);
+    assert!(run.success, "{}", run.stderr);
+    let scratch = home.home().join("state/sandbox/session-cli:one");
+    assert_eq!(
+        tool_results(&home.requests()[1].body)
+            .into_iter()
+            .map(|(_, text, _)| unfenced(text))
+            .collect::<Vec<_>>(),
+        [format!("[stdout]\n{0}\n{0}\n", shown(&scratch))]
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&scratch).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+}
