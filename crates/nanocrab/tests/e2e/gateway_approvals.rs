@@ -2,10 +2,11 @@
 //! reply there, or answered over the HTTP API for a run with no chat.
 
 use nanocrab_testkit::Reply;
-use nanocrab_testkit::telegram::{self, FakeTelegram};
+use nanocrab_testkit::telegram::{self, FakeTelegram, SentText};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
+use crate::gateway_process::GatewayProcess;
 use crate::harness::{Home, Wire, tool_results};
 
 const TOKEN: &str = "123456:fake-telegram-5ecret";
@@ -38,8 +39,9 @@ fn private_message(id: i64, text: &str) -> Value {
     update
 }
 
-#[test]
-fn a_call_from_telegram_is_asked_in_the_chat_and_runs_when_the_owner_replies_approve() {
+/// The owner asks over Telegram (message `first_id`) for what needs approval; returns once
+/// the gateway has sent the question, with the question and its approval id.
+fn asked_on_telegram(first_id: i64) -> (FakeTelegram, Home, GatewayProcess, SentText, String) {
     let fake = FakeTelegram::spawn(TOKEN);
     let home = guarded_home(json!({"channels": {"telegram": {
         "token": TOKEN,
@@ -47,15 +49,20 @@ fn a_call_from_telegram_is_asked_in_the_chat_and_runs_when_the_owner_replies_app
         "pollTimeout": 1,
         "allowFrom": [OWNER],
     }}}));
-    fake.push_update(private_message(701, "make the file please"));
+    fake.push_update(private_message(first_id, "make the file please"));
     let mut gateway = home.start_gateway();
-
     let question = gateway.eventually("the approval question", |_| {
         fake.sent_messages()
             .into_iter()
             .find(|m| m.text.starts_with("Approval "))
     });
     let id = question.text["Approval ".len().."Approval ".len() + 6].to_owned();
+    (fake, home, gateway, question, id)
+}
+
+#[test]
+fn a_call_from_telegram_is_asked_in_the_chat_and_runs_when_the_owner_replies_approve() {
+    let (fake, home, mut gateway, question, id) = asked_on_telegram(701);
     let ws = home.workspace().canonicalize().unwrap();
     assert_eq!(
         (question.chat_id.as_str(), question.text.as_str()),
@@ -111,21 +118,7 @@ fn a_call_from_telegram_is_asked_in_the_chat_and_runs_when_the_owner_replies_app
 
 #[test]
 fn a_reply_deny_stops_the_call_and_a_stale_id_is_said_to_be_stale() {
-    let fake = FakeTelegram::spawn(TOKEN);
-    let home = guarded_home(json!({"channels": {"telegram": {
-        "token": TOKEN,
-        "apiBase": fake.api_base(),
-        "pollTimeout": 1,
-        "allowFrom": [OWNER],
-    }}}));
-    fake.push_update(private_message(801, "make the file please"));
-    let mut gateway = home.start_gateway();
-    let question = gateway.eventually("the approval question", |_| {
-        fake.sent_messages()
-            .into_iter()
-            .find(|m| m.text.starts_with("Approval "))
-    });
-    let id = question.text["Approval ".len().."Approval ".len() + 6].to_owned();
+    let (fake, home, mut gateway, _, id) = asked_on_telegram(801);
     fake.push_update(private_message(802, &format!("deny {id}")));
     gateway.eventually("the answer", |_| {
         fake.sent_messages()
