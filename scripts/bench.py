@@ -17,6 +17,12 @@ Instead: `nanocrab gateway` (the same release binary) between an in-process fake
 API and the echoing mock, its idle RSS and its RSS after 100 chats sent 100 messages each; the
 options after --gateway go to the bench (crates/nanocrab/benches/gateway_load.rs).
 
+    python3 scripts/bench.py --tools
+
+Instead: what the policy point costs per tool call without the model (capabilities, grants,
+fencing, redaction, the audit log's insert; crates/tools/benches/tool_call.rs), and a call of
+a trivial WASM tool (crates/tools/benches/wasm_call.rs).
+
     python3 scripts/bench.py --local [--runs N]
 
 Instead: the local chat model smollm2-135m, from the wheel scripts/test-deps fetched (placed by
@@ -80,11 +86,18 @@ def main():
                              "are passed to it")
     parser.add_argument("--local", action="store_true",
                         help="only the local chat model (local_chat bench and `agent` runs)")
+    parser.add_argument("--tools", action="store_true",
+                        help="only the per-call cost of the tool policy point and the audit log "
+                             "(tool_call bench) and of a WASM tool (wasm_call bench)")
     args, bench_args = parser.parse_known_args()
     if bench_args and not args.gateway:
         parser.error(f"unrecognized arguments: {' '.join(bench_args)}")
     if args.local:
         local_chat_model(args.runs)
+        return
+    if args.tools:
+        for bench in ["tool_call", "wasm_call"]:
+            subprocess.run([build_bench("nanocrab-tools", bench)], cwd=ROOT, check=True)
         return
 
     # First: building the bench links target/release/nanocrab to the copy cargo built for it,
