@@ -159,16 +159,35 @@ pub fn build(
     .with_id(id)
     .with_memory(memory);
     // Custom tools in workspace/tools/, (re)loaded at the start of the turn after they appear
-    // or change; `secret:NAME` grants name environment variables.
+    // or change; `secret:NAME` grants name environment variables. The WASM engine, its ticker
+    // thread and its HTTP client are made only once the folder exists, so a turn without
+    // custom tools pays for none of them.
     #[cfg(feature = "wasm")]
     let agent = {
         let guard = Arc::new(
             nanocrab_policy::PathGuard::new(&workspace, tools_config, env.user_home.as_deref())
                 .with_context(|| format!("{tools_key} ({})", env.config_path.display()))?,
         );
-        let mut wasm = nanocrab_tools::wasm::WasmTools::new(guard, std::env::vars().collect())?;
+        let tools_dir = workspace.join("tools");
+        let mut wasm: Option<nanocrab_tools::wasm::WasmTools> = None;
+        // An engine that cannot be made (no thread for its ticker) is said once, not each turn.
+        let mut failed = false;
         agent.with_tool_refresh(Box::new(move |registry| {
-            wasm.sync(registry);
+            if wasm.is_none() && !failed && tools_dir.is_dir() {
+                match nanocrab_tools::wasm::WasmTools::new(
+                    Arc::clone(&guard),
+                    std::env::vars().collect(),
+                ) {
+                    Ok(tools) => wasm = Some(tools),
+                    Err(err) => {
+                        failed = true;
+                        tracing::warn!("the WASM tools in {} are off: {err}", tools_dir.display())
+                    }
+                }
+            }
+            if let Some(tools) = wasm.as_mut() {
+                tools.sync(registry);
+            }
         }))
     };
     let agent = match &settings.housekeeping_model {
