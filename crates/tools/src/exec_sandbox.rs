@@ -245,17 +245,58 @@ impl ExecSandbox {
 
 /// bubblewrap around the launcher when `bwrap` is on nanocrab's PATH and may create
 /// namespaces here; the launcher alone otherwise, which confines writes and sockets just the
-/// same.
+/// same. Finding out takes a trial run through bubblewrap (tens of milliseconds), so it
+/// happens at the first command, not when the tools are built: a turn that runs no command
+/// never pays for it.
 fn with_bwrap(landlock: LandlockProvider, launcher: &Path) -> Arc<dyn SandboxProvider> {
-    let Some(bwrap) = BwrapProvider::find(std::env::var_os("PATH").as_deref(), launcher) else {
-        return Arc::new(landlock);
-    };
-    match bwrap.check() {
-        Ok(()) => Arc::new(bwrap),
-        Err(err) => {
-            tracing::debug!("{err}; exec commands are sandboxed without bubblewrap");
-            Arc::new(landlock)
-        }
+    Arc::new(FirstUse {
+        landlock,
+        launcher: launcher.to_path_buf(),
+        chosen: std::sync::OnceLock::new(),
+    })
+}
+
+#[derive(Debug)]
+struct FirstUse {
+    landlock: LandlockProvider,
+    launcher: PathBuf,
+    chosen: std::sync::OnceLock<Arc<dyn SandboxProvider>>,
+}
+
+impl FirstUse {
+    fn chosen(&self) -> &Arc<dyn SandboxProvider> {
+        self.chosen.get_or_init(|| {
+            let Some(bwrap) =
+                BwrapProvider::find(std::env::var_os("PATH").as_deref(), &self.launcher)
+            else {
+                return Arc::new(self.landlock.clone());
+            };
+            match bwrap.check() {
+                Ok(()) => Arc::new(bwrap),
+                Err(err) => {
+                    tracing::debug!("{err}; exec commands are sandboxed without bubblewrap");
+                    Arc::new(self.landlock.clone())
+                }
+            }
+        })
+    }
+}
+
+impl SandboxProvider for FirstUse {
+    fn name(&self) -> &'static str {
+        self.chosen().name()
+    }
+
+    fn check(&self) -> Result<(), nanocrab_sandbox::SandboxError> {
+        self.chosen().check()
+    }
+
+    fn wrap(
+        &self,
+        argv: &[String],
+        policy: &SandboxPolicy,
+    ) -> Result<Vec<OsString>, nanocrab_sandbox::SandboxError> {
+        self.chosen().wrap(argv, policy)
     }
 }
 
