@@ -436,23 +436,11 @@ fn the_openai_python_client_talks_to_the_gateway_unchanged() {
     home.mock.push(Reply::text("Third."));
     let gateway = home.start_gateway();
 
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/openai_client.py");
-    let output = home
-        .openai_python()
-        .arg(script)
-        .arg(format!("{}/v1", gateway.base))
-        .arg("gw-5ecret-token")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}\n{}\ngateway log:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-        gateway.log()
+    let result = gateway.run_python(
+        &home,
+        "openai_client.py",
+        &[&format!("{}/v1", gateway.base), "gw-5ecret-token"],
     );
-    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         result,
         json!({

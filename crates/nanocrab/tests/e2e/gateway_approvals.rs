@@ -158,24 +158,11 @@ fn a_reply_deny_stops_the_call_and_a_stale_id_is_said_to_be_stale() {
 fn a_call_from_the_http_api_waits_at_v1_approvals_and_runs_when_approved_there() {
     let home = guarded_home(json!({}));
     let gateway = home.start_gateway();
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/approval_client.py");
-    let output = home
-        .openai_python()
-        .arg(script)
-        .arg(&gateway.base)
-        .arg("gw-5ecret-token")
-        .arg("approve")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}\n{}\ngateway log:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-        gateway.log()
+    let result = gateway.run_python(
+        &home,
+        "approval_client.py",
+        &[&gateway.base, "gw-5ecret-token", "approve"],
     );
-    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
     let pending = &result["pending"][0];
     let ws = home.workspace().canonicalize().unwrap();
     assert_eq!(

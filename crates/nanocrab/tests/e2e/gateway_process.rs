@@ -62,6 +62,29 @@ impl Home {
 }
 
 impl GatewayProcess {
+    /// Runs `tests/e2e/<script>` with `args` in `home`'s Python (the one with the OpenAI
+    /// client) against this gateway, asserting that it succeeds; returns the JSON it printed.
+    pub fn run_python(&self, home: &Home, script: &str, args: &[&str]) -> serde_json::Value {
+        let output = home
+            .openai_python()
+            .arg(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/e2e")
+                    .join(script),
+            )
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}\n{}\ngateway log:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+            self.log()
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
     /// Everything the gateway wrote to stderr so far; checked never to hold the API key.
     pub fn log(&self) -> String {
         let log = self.log.lock().unwrap().clone();
