@@ -44,8 +44,9 @@ pub struct ExecTool {
 
 impl ExecTool {
     /// `base_env` is the environment to take [`PASSED_ENV_VARS`] from (the process's own in
-    /// production); relative PATH entries are dropped so a file in the workspace cannot
-    /// shadow a safe bin. Every command runs under `sandbox`.
+    /// production); relative PATH entries, and absolute ones inside the workspace (links
+    /// followed), are dropped so a file the agent wrote cannot shadow a safe bin. Every command
+    /// runs under `sandbox`.
     pub fn new(
         guard: Arc<PathGuard>,
         policy: ExecPolicy,
@@ -60,8 +61,14 @@ impl ExecTool {
                 if key != "PATH" {
                     return (key, value);
                 }
+                let workspace = guard.workspace();
                 let absolute: Vec<_> = std::env::split_paths(&value)
-                    .filter(|dir| dir.is_absolute())
+                    .filter(|dir| {
+                        dir.is_absolute()
+                            && !std::fs::canonicalize(dir)
+                                .unwrap_or_else(|_| dir.clone())
+                                .starts_with(workspace)
+                    })
                     .collect();
                 (key, std::env::join_paths(absolute).unwrap_or_default())
             })

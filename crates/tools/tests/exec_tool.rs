@@ -49,7 +49,11 @@ impl Fixture {
         let env: Vec<(OsString, OsString)> = vec![
             (
                 "PATH".into(),
-                "/usr/local/bin:/usr/bin:/bin:.:relative/bin".into(),
+                format!(
+                    "/usr/local/bin:/usr/bin:/bin:.:relative/bin:{}",
+                    self.ws().join("bin").display()
+                )
+                .into(),
             ),
             ("HOME".into(), self.root.join("home").into()),
             ("OPENAI_API_KEY".into(), "sk-secret-must-not-leak".into()),
@@ -166,7 +170,8 @@ async fn the_child_environment_is_scrubbed() {
     assert!(!out.contains("sk-secret-must-not-leak"), "{out}");
     assert!(!out.contains("OPENAI_API_KEY"), "{out}");
     assert!(out.contains("LANG=C.UTF-8\n"), "{out}");
-    // Relative PATH entries are dropped so the workspace cannot shadow a program.
+    // Relative PATH entries and those inside the workspace are dropped so the workspace
+    // cannot shadow a program.
     assert!(out.contains("PATH=/usr/local/bin:/usr/bin:/bin\n"), "{out}");
 }
 
