@@ -47,6 +47,33 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         );
     }
     println!("sessions   {}", env.paths.sessions_dir().display());
+    let tools = &config.tools;
+    let mode = |value: serde_json::Value| value.as_str().unwrap_or_default().to_owned();
+    let sandbox = match tools.exec.sandbox.mode {
+        nanocrab_config::SandboxMode::Off => "sandbox off".to_owned(),
+        nanocrab_config::SandboxMode::Auto | nanocrab_config::SandboxMode::Required => {
+            match nanocrab_sandbox::probe() {
+                Ok(()) => format!(
+                    "sandbox {} (Landlock + seccomp)",
+                    mode(serde_json::to_value(tools.exec.sandbox.mode)?)
+                ),
+                Err(err) => format!(
+                    "sandbox {} but unavailable: {err}",
+                    mode(serde_json::to_value(tools.exec.sandbox.mode)?)
+                ),
+            }
+        }
+    };
+    let grants = if tools.grants.is_empty() {
+        "none".to_owned()
+    } else {
+        tools.grants.join(", ")
+    };
+    println!(
+        "tools      exec {}, {sandbox}; grants: {grants}; approvals wait {} s",
+        mode(serde_json::to_value(tools.exec.mode)?),
+        tools.approvals.timeout
+    );
     let gateway = &config.gateway;
     let auth = match gateway.auth.token.as_deref().map(str::trim) {
         Some(token) if !token.is_empty() => "token set",

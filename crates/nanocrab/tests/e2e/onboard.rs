@@ -112,6 +112,7 @@ fn status_shows_the_gateway_and_its_channels() {
         "gateway    http://127.0.0.1:18790 (token set)",
         "telegram   token from TELEGRAM_BOT_TOKEN; dmPolicy pairing, allowFrom 1, groups 1",
         "discord    no discord channel in this nanocrab yet; the section is ignored",
+        "tools      exec allowlist, sandbox auto (Landlock + seccomp); grants: none; approvals wait 120 s",
     ] {
         assert!(run.stdout.contains(line), "{line} missing:\n{}", run.stdout);
     }
