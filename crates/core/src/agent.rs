@@ -233,24 +233,16 @@ impl Agent {
         Ok(true)
     }
 
+    /// `text` summarised by the agent's own model as `system` asks.
     async fn summarise(&self, system: &str, text: String) -> Result<String, AgentError> {
-        let request = ChatRequest {
-            model: String::new(),
-            system: system.to_owned(),
-            messages: vec![LlmMessage::user(text)],
-            tools: Vec::new(),
-            max_tokens: self.settings.max_tokens,
-            temperature: self.settings.temperature,
-        };
-        let (_, response) = self
-            .models
-            .chat(0, &request, &mut |_| {}, &mut |_| {})
-            .await?;
-        Ok(LlmMessage {
-            role: Role::Assistant,
-            content: response.content,
-        }
-        .text())
+        Ok(crate::housekeeping::ask_once(
+            &self.models,
+            system,
+            text,
+            self.settings.max_tokens,
+            self.settings.temperature,
+        )
+        .await?)
     }
 
     /// Learns how many prompt tokens the provider counts per estimated token, from one request

@@ -68,23 +68,7 @@ impl Housekeeper {
         question: String,
         max_tokens: u32,
     ) -> Result<String, ProviderError> {
-        let request = ChatRequest {
-            model: String::new(),
-            system: system.to_owned(),
-            messages: vec![LlmMessage::user(question)],
-            tools: Vec::new(),
-            max_tokens,
-            temperature: Some(0.0),
-        };
-        let (_, response) = self
-            .models
-            .chat(0, &request, &mut |_| {}, &mut |_| {})
-            .await?;
-        Ok(LlmMessage {
-            role: Role::Assistant,
-            content: response.content,
-        }
-        .text())
+        ask_once(&self.models, system, question, max_tokens, Some(0.0)).await
     }
 
     pub(crate) fn calls_tools(&self) -> bool {
@@ -123,6 +107,31 @@ pub(crate) fn clean_title(answer: &str) -> Option<String> {
         .trim();
     let title: String = line.chars().take(TITLE_CHARS).collect();
     (!title.is_empty()).then_some(title)
+}
+
+/// Asks `models` one question without tools and returns the answer's text: how titles,
+/// summaries and history entries are asked for, by the housekeeping model or the agent's own.
+pub(crate) async fn ask_once(
+    models: &ModelChain,
+    system: &str,
+    question: String,
+    max_tokens: u32,
+    temperature: Option<f32>,
+) -> Result<String, ProviderError> {
+    let request = ChatRequest {
+        model: String::new(),
+        system: system.to_owned(),
+        messages: vec![LlmMessage::user(question)],
+        tools: Vec::new(),
+        max_tokens,
+        temperature,
+    };
+    let (_, response) = models.chat(0, &request, &mut |_| {}, &mut |_| {}).await?;
+    Ok(LlmMessage {
+        role: Role::Assistant,
+        content: response.content,
+    }
+    .text())
 }
 
 #[cfg(test)]

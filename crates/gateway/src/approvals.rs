@@ -11,7 +11,9 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use nanocrab_channels::Channel;
-use nanocrab_policy::{ApprovalAnswer, ApprovalError, ApprovalReply, ApprovalRequest, Approver};
+use nanocrab_policy::{
+    APPROVAL_ID_LEN, ApprovalAnswer, ApprovalError, ApprovalReply, ApprovalRequest, Approver,
+};
 use nanocrab_schema::{ChatRef, InboundMessage, OutboundMessage, SessionKey};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
@@ -109,15 +111,13 @@ impl Approvals {
     pub(crate) fn answer_from_chat(&self, message: &InboundMessage) -> Option<String> {
         let mut words = message.text.split_whitespace();
         let (verb, id, rest) = (words.next()?, words.next()?, words.next());
-        if rest.is_some() || id.len() != 6 || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
+        if rest.is_some()
+            || id.len() != APPROVAL_ID_LEN
+            || !id.chars().all(|c| c.is_ascii_alphanumeric())
+        {
             return None;
         }
-        let answer = match verb.to_ascii_lowercase().as_str() {
-            "approve" => ApprovalAnswer::Once,
-            "always" => ApprovalAnswer::Session,
-            "deny" => ApprovalAnswer::Deny,
-            _ => return None,
-        };
+        let answer = ApprovalAnswer::from_verb(verb)?;
         let id = id.to_ascii_lowercase();
         let by = format!("{}:{}", message.channel, message.sender.id);
         Some(match self.answer(&id, answer, by, Some(&message.chat())) {
@@ -268,35 +268,35 @@ pub fn approval_routes(approvals: Arc<Approvals>) -> Router<ServerState> {
         )
         .route(
             "/v1/approvals/{id}",
-            post(move |Path(id): Path<String>, Json(body): Json<AnswerBody>| {
-                let approvals = Arc::clone(&approvals);
-                async move {
-                    let answer = match body.answer.as_str() {
-                        "approve" => ApprovalAnswer::Once,
-                        "always" => ApprovalAnswer::Session,
-                        "deny" => ApprovalAnswer::Deny,
-                        other => {
+            post(
+                move |Path(id): Path<String>, Json(body): Json<AnswerBody>| {
+                    let approvals = Arc::clone(&approvals);
+                    async move {
+                        let Some(answer) = ApprovalAnswer::from_verb(&body.answer) else {
                             return (
                                 StatusCode::BAD_REQUEST,
                                 Json(serde_json::json!({"error": {
-                                    "message": format!("answer must be approve, always or deny, not {other:?}")
+                                    "message": format!(
+                                        "answer must be approve, always or deny, not {:?}",
+                                        body.answer
+                                    )
                                 }})),
                             );
+                        };
+                        match approvals.answer(&id, answer, "api".into(), None) {
+                            Answered::Done => (
+                                StatusCode::OK,
+                                Json(serde_json::json!({"id": id, "answer": body.answer})),
+                            ),
+                            Answered::NotPending => (
+                                StatusCode::NOT_FOUND,
+                                Json(serde_json::json!({"error": {
+                                    "message": format!("no approval {id} is waiting")
+                                }})),
+                            ),
                         }
-                    };
-                    match approvals.answer(&id, answer, "api".into(), None) {
-                        Answered::Done => (
-                            StatusCode::OK,
-                            Json(serde_json::json!({"id": id, "answer": body.answer})),
-                        ),
-                        Answered::NotPending => (
-                            StatusCode::NOT_FOUND,
-                            Json(serde_json::json!({"error": {
-                                "message": format!("no approval {id} is waiting")
-                            }})),
-                        ),
                     }
-                }
-            }),
+                },
+            ),
         )
 }

@@ -49,6 +49,9 @@ impl ApprovalRequest {
     }
 }
 
+/// Characters of an approval id: short enough to type after `approve`.
+pub const APPROVAL_ID_LEN: usize = 6;
+
 /// A human's decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -61,6 +64,17 @@ pub enum ApprovalAnswer {
 }
 
 impl ApprovalAnswer {
+    /// The verbs a chat reply (`approve ID`) and the HTTP API take: `approve`, `always`,
+    /// `deny`, in any case.
+    pub fn from_verb(word: &str) -> Option<Self> {
+        match word.to_ascii_lowercase().as_str() {
+            "approve" => Some(Self::Once),
+            "always" => Some(Self::Session),
+            "deny" => Some(Self::Deny),
+            _ => None,
+        }
+    }
+
     /// Parses what a human typed: `approve`, `always`, `deny` and their usual synonyms.
     pub fn parse(word: &str) -> Option<Self> {
         match word.to_ascii_lowercase().as_str() {

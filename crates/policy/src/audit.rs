@@ -38,6 +38,12 @@ impl CallStatus {
     }
 }
 
+impl std::fmt::Display for CallStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The approval a call went through.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalRecord {
@@ -204,6 +210,11 @@ impl AuditLog {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What every text appended goes through.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     fn query_error(&self) -> impl Fn(rusqlite::Error) -> AuditError + '_ {

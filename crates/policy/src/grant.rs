@@ -82,9 +82,11 @@ impl Grants {
 pub enum Verdict {
     /// Run it; `granted` names the grant behind each capability (none for a safe call).
     Allowed { granted: Vec<CapabilityGrant> },
-    /// A human must approve `missing` first; `session_grant_offered` says whether "always
-    /// allow for this session" may be offered (never for an unsafe call).
+    /// A human must approve `missing` first (`granted` covers the rest);
+    /// `session_grant_offered` says whether "always allow for this session" may be offered
+    /// (never for an unsafe call).
     NeedsApproval {
+        granted: Vec<CapabilityGrant>,
         missing: Vec<Capability>,
         session_grant_offered: bool,
     },
@@ -117,6 +119,7 @@ pub fn decide(invocation: &Invocation, config: &Grants, session: &Grants) -> Ver
                 Verdict::Allowed { granted }
             } else {
                 Verdict::NeedsApproval {
+                    granted,
                     missing,
                     session_grant_offered: invocation.risk == Risk::Guarded,
                 }
@@ -185,6 +188,7 @@ mod tests {
         assert_eq!(
             decide(&invocation, &config_grants, &Grants::default()),
             Verdict::NeedsApproval {
+                granted: vec![config("exec:sh")],
                 missing: vec![Capability::Net("example.org".into())],
                 session_grant_offered: true,
             }
@@ -208,6 +212,7 @@ mod tests {
                 &Grants::new(vec![session("exec")])
             ),
             Verdict::NeedsApproval {
+                granted: vec![],
                 missing: vec![Capability::Exec("sh".into())],
                 session_grant_offered: false,
             }

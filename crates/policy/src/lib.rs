@@ -13,7 +13,8 @@ mod redact;
 mod shell_word;
 
 pub use approval::{
-    ApprovalAnswer, ApprovalError, ApprovalReply, ApprovalRequest, ApprovalResult, Approver,
+    APPROVAL_ID_LEN, ApprovalAnswer, ApprovalError, ApprovalReply, ApprovalRequest, ApprovalResult,
+    Approver,
 };
 pub use audit::{ApprovalRecord, AuditError, AuditLog, AuditQuery, AuditRecord, CallStatus};
 pub use capability::{

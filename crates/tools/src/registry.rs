@@ -3,9 +3,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nanocrab_policy::{
-    ApprovalAnswer, ApprovalRecord, ApprovalRequest, ApprovalResult, Approver, AuditLog,
-    AuditRecord, CallStatus, CapabilityGrant, CapabilityPattern, GrantSource, Grants, Invocation,
-    Redactor, Risk, Verdict, decide,
+    APPROVAL_ID_LEN, ApprovalAnswer, ApprovalRecord, ApprovalRequest, ApprovalResult, Approver,
+    AuditLog, AuditRecord, CallStatus, CapabilityGrant, CapabilityPattern, GrantSource, Grants,
+    Invocation, Redactor, Risk, Verdict, decide,
 };
 use nanocrab_schema::{SessionKey, StepId, ToolCall, ToolDef, ToolResult};
 use tracing::Instrument as _;
@@ -266,28 +266,20 @@ impl ToolRegistry {
                     .cloned()
             })
             .unwrap_or_default();
-        let (missing, session_grant_offered) = match decide(invocation, &standing, &session) {
-            Verdict::Allowed { granted } => {
-                return Ok(Clearance {
+        let (granted_so_far, missing, session_grant_offered) =
+            match decide(invocation, &standing, &session) {
+                Verdict::Allowed { granted } => {
+                    return Ok(Clearance {
+                        granted,
+                        approval: None,
+                    });
+                }
+                Verdict::NeedsApproval {
                     granted,
-                    approval: None,
-                });
-            }
-            Verdict::NeedsApproval {
-                missing,
-                session_grant_offered,
-            } => (missing, session_grant_offered),
-        };
-        let granted_so_far: Vec<CapabilityGrant> = invocation
-            .capabilities
-            .iter()
-            .filter_map(|capability| {
-                standing
-                    .covering(capability)
-                    .or_else(|| session.covering(capability))
-                    .cloned()
-            })
-            .collect();
+                    missing,
+                    session_grant_offered,
+                } => (granted, missing, session_grant_offered),
+            };
         let request = ApprovalRequest {
             id: approval_id(),
             agent: ctx.agent.clone(),
@@ -433,8 +425,8 @@ fn digest(input: &serde_json::Value) -> String {
         .collect()
 }
 
-/// Six characters: short enough to type in `approve ID`, and enough that two requests
-/// pending at once do not collide in practice.
+/// Random and short enough to type in `approve ID`; two requests pending at once do not
+/// collide in practice.
 fn approval_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..6].to_owned()
+    uuid::Uuid::new_v4().simple().to_string()[..APPROVAL_ID_LEN].to_owned()
 }

@@ -7,18 +7,6 @@ pub const UNTRUSTED_TAG: &str = "untrusted-data";
 /// Wraps `text` from `source` in `<untrusted-data>`. A tag spelled inside the text is defused,
 /// so the text cannot close the fence early and continue as if nanocrab were speaking.
 pub fn wrap_untrusted(source: &str, text: &str) -> String {
-    let defuse = |text: &str| {
-        let mut out = String::with_capacity(text.len());
-        let mut rest = text;
-        while let Some(at) = find_tag(rest) {
-            out.push_str(&rest[..at]);
-            // `<` becomes `‹`: still readable, no longer markup.
-            out.push('‹');
-            rest = &rest[at + 1..];
-        }
-        out.push_str(rest);
-        out
-    };
     let source = defuse(source).replace('"', "'").replace('\n', " ");
     format!(
         "<{UNTRUSTED_TAG} source=\"{source}\">\n{}\n</{UNTRUSTED_TAG}>",
@@ -26,16 +14,20 @@ pub fn wrap_untrusted(source: &str, text: &str) -> String {
     )
 }
 
-/// The byte offset of the next `<untrusted-data` or `</untrusted-data`, any case.
-fn find_tag(text: &str) -> Option<usize> {
-    let lower = text.to_ascii_lowercase();
-    let open = format!("<{UNTRUSTED_TAG}");
-    let close = format!("</{UNTRUSTED_TAG}");
-    match (lower.find(&open), lower.find(&close)) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (Some(a), None) | (None, Some(a)) => Some(a),
-        (None, None) => None,
-    }
+/// `text` with the `<` of every `<untrusted-data` and `</untrusted-data` (any case) turned into
+/// `‹`: still readable, no longer markup.
+fn defuse(text: &str) -> String {
+    let opens_tag = |after: &str| {
+        let name = after.strip_prefix('/').unwrap_or(after);
+        name.get(..UNTRUSTED_TAG.len())
+            .is_some_and(|name| name.eq_ignore_ascii_case(UNTRUSTED_TAG))
+    };
+    text.char_indices()
+        .map(|(at, c)| match c {
+            '<' if opens_tag(&text[at + 1..]) => '‹',
+            other => other,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -114,11 +114,13 @@ pub fn build(
             .with_context(|| format!("channels.telegram ({})", env.config_path.display()))?,
         );
     }
+    // The process's secrets, collected once with the audit log that redacts them too.
+    let audit = env.audit_log(config)?;
     let policy = ToolPolicy {
         channel_grants,
         approver,
-        audit: Some(env.audit_log(config)?),
-        redactor: super::redactor(config),
+        redactor: audit.redactor().clone(),
+        audit: Some(audit),
         ..ToolPolicy::default()
     };
     // This binary is the sandbox launcher (`nanocrab __sandbox`, dispatched in main).

@@ -1,7 +1,7 @@
 //! `nanocrab audit`: reading the audit log of tool calls.
 
 use anyhow::Context as _;
-use nanocrab_policy::{AuditLog, AuditQuery, AuditRecord, CallStatus, Redactor};
+use nanocrab_policy::{AuditLog, AuditQuery, AuditRecord, Redactor};
 
 use super::Env;
 use crate::cli::AuditCommand;
@@ -48,7 +48,7 @@ pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
                     record.id,
                     time(record.started_at_ms),
                     record.tool,
-                    status(record.status),
+                    record.status.to_string(),
                     record.risk,
                     record.session.as_deref().unwrap_or("-"),
                     one_line(&record.summary, 80),
@@ -100,7 +100,7 @@ fn details(record: &AuditRecord) -> String {
         tool = record.tool,
         call_id = record.call_id,
         summary = record.summary,
-        status = status(record.status),
+        status = record.status,
         risk = record.risk,
         requested = list(&record.requested),
         granted = list(&record.granted),
@@ -121,14 +121,6 @@ fn details(record: &AuditRecord) -> String {
         ));
     }
     out
-}
-
-fn status(status: CallStatus) -> &'static str {
-    match status {
-        CallStatus::Ok => "ok",
-        CallStatus::Error => "error",
-        CallStatus::Denied => "denied",
-    }
 }
 
 /// Local time to the second.
