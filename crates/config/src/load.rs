@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::error::ConfigError;
 use crate::routing::DEFAULT_AGENT_ID;
-use crate::types::{CONFIG_VERSION, Config};
+use crate::types::{CONFIG_VERSION, Config, Unresolved};
 
 /// A loaded configuration and whether it came from a file.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,7 +16,9 @@ pub struct Loaded {
 
 /// Loads `path`: migrates it to the current version, resolves `${VAR}` placeholders through
 /// `env` (in memory only: the file is never rewritten), rejects unknown keys and bad values.
-/// A missing file yields the defaults.
+/// A placeholder whose variable is unset is no error here: its key is left out and listed in
+/// [`Config::unresolved`], for the commands that need it to refuse. A missing file yields the
+/// defaults.
 pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, ConfigError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
@@ -53,12 +55,14 @@ pub fn parse(
         message: err.to_string(),
     })?;
     let mut value = migrate(path, value)?;
-    resolve_placeholders(path, &mut value, &mut Vec::new(), env)?;
-    let config: Config = serde_path_to_error::deserialize(value).map_err(|err| {
+    let mut unresolved = Vec::new();
+    resolve_placeholders(path, &mut value, &mut Vec::new(), env, &mut unresolved);
+    let mut config: Config = serde_path_to_error::deserialize(value).map_err(|err| {
         let key = err.path().to_string();
         deserialize_error(path.to_path_buf(), key, err.inner().to_string())
     })?;
     validate(path, &config)?;
+    config.unresolved = unresolved;
     Ok(config)
 }
 
@@ -97,37 +101,57 @@ pub fn migrate(path: &Path, mut value: Value) -> Result<Value, ConfigError> {
     Ok(value)
 }
 
+/// Fills in every `${VAR}` below `value`. A string whose variable is not set is taken out of
+/// its object or list, so its key reads as absent, and is added to `unresolved`: only a
+/// command that needs it then fails.
 fn resolve_placeholders(
     path: &Path,
     value: &mut Value,
     key: &mut Vec<String>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(), ConfigError> {
+    unresolved: &mut Vec<Unresolved>,
+) {
+    // Whether `item` (at `key`) stays: false for a string with an unset variable.
+    let mut resolve = |item: &mut Value, key: &mut Vec<String>| match item {
+        Value::String(text) if text.contains('$') => match expand(text, env) {
+            Ok(expanded) => {
+                *text = expanded;
+                true
+            }
+            Err(var) => {
+                unresolved.push(Unresolved {
+                    file: path.to_path_buf(),
+                    key: key.join("."),
+                    var,
+                });
+                false
+            }
+        },
+        Value::Array(_) | Value::Object(_) => {
+            resolve_placeholders(path, item, key, env, unresolved);
+            true
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => true,
+    };
     match value {
-        Value::String(text) if text.contains('$') => {
-            *text = expand(text, env).map_err(|var| ConfigError::MissingEnv {
-                path: path.to_path_buf(),
-                key: key.join("."),
-                var,
-            })?;
-        }
         Value::Array(items) => {
-            for (i, item) in items.iter_mut().enumerate() {
+            let mut i = 0;
+            items.retain_mut(|item| {
                 key.push(i.to_string());
-                resolve_placeholders(path, item, key, env)?;
+                i += 1;
+                let keep = resolve(item, key);
                 key.pop();
-            }
+                keep
+            });
         }
-        Value::Object(map) => {
-            for (name, item) in map.iter_mut() {
-                key.push(name.clone());
-                resolve_placeholders(path, item, key, env)?;
-                key.pop();
-            }
-        }
+        Value::Object(map) => map.retain(|name, item| {
+            key.push(name.clone());
+            let keep = resolve(item, key);
+            key.pop();
+            keep
+        }),
         Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
     }
-    Ok(())
 }
 
 /// Replaces each `${VAR}` with its value; `$${` stands for a literal `${`. Returns the name of
@@ -601,9 +625,45 @@ mod tests {
         let openai = &config.providers["openai"];
         assert_eq!(openai.api_key.as_deref(), Some("sk-live"));
         assert_eq!(openai.api_base.as_deref(), Some("http://h/${x}/v1"));
+    }
+
+    #[test]
+    fn an_unset_variable_leaves_its_key_out_until_a_command_needs_it() {
+        let config = parse(
+            Path::new("/h/config.json"),
+            r#"{"providers": {"openai": {"apiKey": "${NOPE}", "apiBase": "http://h/v1"}},
+                "channels": {"telegram": {"token": "${TG}", "allowFrom": ["1", "${WHO}", "3"]}}}"#,
+            &no_env,
+        )
+        .unwrap();
+        let openai = &config.providers["openai"];
+        assert_eq!(openai.api_key, None);
+        assert_eq!(openai.api_base.as_deref(), Some("http://h/v1"));
+        let telegram = config.channels.telegram.as_ref().unwrap();
+        assert_eq!(telegram.token, "");
+        assert_eq!(telegram.allow_from, ["1", "3"]);
         assert_eq!(
-            error(r#"{"providers": {"openai": {"apiKey": "${NOPE}"}}}"#),
+            config
+                .unresolved
+                .iter()
+                .map(|u| (u.key.as_str(), u.var.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("providers.openai.apiKey", "NOPE"),
+                ("channels.telegram.token", "TG"),
+                ("channels.telegram.allowFrom.1", "WHO"),
+            ]
+        );
+        assert!(config.require("providers.anthropic").is_ok());
+        assert!(config.require("providers.open").is_ok());
+        assert!(config.require("gateway").is_ok());
+        assert_eq!(
+            config.require("providers.openai").unwrap_err().to_string(),
             "/h/config.json: `providers.openai.apiKey` uses ${NOPE} but the environment variable NOPE is not set"
+        );
+        assert_eq!(
+            config.require("channels").unwrap_err().to_string(),
+            "/h/config.json: `channels.telegram.token` uses ${TG} but the environment variable TG is not set"
         );
     }
 

@@ -41,6 +41,51 @@ pub struct Config {
     pub memory: MemoryConfig,
     #[serde(default)]
     pub models: ModelsConfig,
+    /// `${VAR}` placeholders whose variable was not set when the file was read. Their keys
+    /// are left out, as if absent, so that a command that never reads them still runs; one
+    /// that does asks [`Config::require`] first. Never written to a file.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub unresolved: Vec<Unresolved>,
+}
+
+/// A `${VAR}` placeholder at `key` (`providers.openai.apiKey`) whose variable is not set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unresolved {
+    /// The config file, for the error.
+    pub file: PathBuf,
+    pub key: String,
+    pub var: String,
+}
+
+impl Unresolved {
+    pub fn error(&self) -> crate::ConfigError {
+        crate::ConfigError::MissingEnv {
+            path: self.file.clone(),
+            key: self.key.clone(),
+            var: self.var.clone(),
+        }
+    }
+}
+
+impl Config {
+    /// The unresolved placeholders at `prefix` (`providers.openai`) or below it.
+    pub fn unresolved_under<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a Unresolved> {
+        self.unresolved.iter().filter(move |u| {
+            u.key
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
+    }
+
+    /// Fails with the first placeholder at or below `prefix` whose variable is not set: the
+    /// values there are needed, and running without them would quietly use defaults instead.
+    pub fn require(&self, prefix: &str) -> Result<(), crate::ConfigError> {
+        match self.unresolved_under(prefix).next() {
+            Some(unresolved) => Err(unresolved.error()),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Default for Config {
@@ -56,6 +101,7 @@ impl Default for Config {
             gateway: GatewayConfig::default(),
             memory: MemoryConfig::default(),
             models: ModelsConfig::default(),
+            unresolved: Vec::new(),
         }
     }
 }

@@ -19,6 +19,13 @@ type AgentsByModel = HashMap<(String, String), Arc<Agent>>;
 
 pub fn run(env: &Env) -> anyhow::Result<()> {
     let config = env.load_config()?.config;
+    // The agents check their own sections; a channel's section is needed only when it runs.
+    for section in ["gateway", "session", "bindings"] {
+        config.require(section)?;
+    }
+    if config.channels.telegram.as_ref().is_some_and(|t| t.enabled) {
+        config.require("channels.telegram")?;
+    }
     let approvals = Approvals::new();
     let mut agents = BTreeMap::new();
     for id in config.agents.ids() {

@@ -129,12 +129,22 @@ impl Env {
                 .memory
                 .index_sessions
                 .then(|| self.paths.sessions_dir()),
-            embeddings: EmbeddingSetup::from_config(
-                &config.memory,
-                &config.models,
-                self.paths.models_dir(),
-                &Self::var,
-            ),
+            // Search by keyword still works without a remote endpoint's variables, and says
+            // why.
+            embeddings: match config.unresolved_under("memory.embeddings").next() {
+                Some(unresolved)
+                    if config.memory.embeddings.provider
+                        == nanocrab_config::EmbeddingBackend::OpenAi =>
+                {
+                    EmbeddingSetup::KeywordOnly(unresolved.error().to_string())
+                }
+                Some(_) | None => EmbeddingSetup::from_config(
+                    &config.memory,
+                    &config.models,
+                    self.paths.models_dir(),
+                    &Self::var,
+                ),
+            },
         }
     }
 }

@@ -71,10 +71,10 @@ pub fn audit(env: &Env, fix: bool) -> anyhow::Result<()> {
     }
     findings.sort_by_key(|f| f.severity);
     for line in &fixed {
-        println!("fixed    {line}");
+        outln!("fixed    {line}")?;
     }
     if findings.is_empty() {
-        println!("no risky settings found in {}", env.config_path.display());
+        outln!("no risky settings found in {}", env.config_path.display())?;
         return Ok(());
     }
     for finding in &findings {
@@ -82,10 +82,12 @@ pub fn audit(env: &Env, fix: bool) -> anyhow::Result<()> {
             Severity::Risk => "RISK   ",
             Severity::Warning => "warning",
         };
-        println!(
+        outln!(
             "{label}  {}: {}\n         fix: {}",
-            finding.place, finding.what, finding.fix
-        );
+            finding.place,
+            finding.what,
+            finding.fix
+        )?;
     }
     let risks = findings
         .iter()
@@ -99,7 +101,22 @@ pub fn audit(env: &Env, fix: bool) -> anyhow::Result<()> {
 
 /// What in the config opens the agent up more than the defaults.
 fn settings(config: &Config) -> Vec<Finding> {
-    let mut findings = Vec::new();
+    let mut findings: Vec<Finding> = config
+        .unresolved
+        .iter()
+        .map(|unresolved| Finding {
+            severity: Severity::Warning,
+            place: unresolved.key.clone(),
+            what: format!(
+                "uses ${{{}}}, which is not set: the commands that need it refuse, and this audit cannot check its value",
+                unresolved.var
+            ),
+            fix: format!(
+                "export {}=... where nanocrab runs, or remove the key",
+                unresolved.var
+            ),
+        })
+        .collect();
     let gateway = &config.gateway;
     let token = gateway
         .auth
