@@ -18,6 +18,7 @@ mod provider;
 mod registry;
 mod resolve;
 mod responses;
+mod starter;
 mod think;
 
 pub use error::ProviderError;
@@ -35,6 +36,7 @@ pub use resolve::{
     ProviderStatus, Readiness, ResolvedModel, model_profile, provider_statuses, resolve_model,
     split_model,
 };
+pub use starter::{KeyedProvider, keyed_provider};
 
 /// Replays a recorded response body through an adapter's stream parser, exactly as a live
 /// response is read. For tests of recorded fixtures.

@@ -10,7 +10,9 @@ use nanocrab_core::{Agent, AgentSettings, Consolidation, ContextBuilder, MemoryR
 use nanocrab_memory::{SearchOptions, SessionStore};
 use nanocrab_policy::Approver;
 use nanocrab_provider::DEFAULT_LOCAL_MODEL;
-use nanocrab_provider::{LOCAL, ModelChain, ProviderError, RetryPolicy};
+use nanocrab_provider::{
+    LOCAL, LocalModels, ModelChain, ProviderError, ResolvedModel, RetryPolicy,
+};
 use nanocrab_tools::{ToolPolicy, grants_from_config};
 
 use super::Env;
@@ -43,41 +45,38 @@ pub fn build(
     } else {
         format!("agents.entries.{id}")
     };
+    // What this agent reads must be there; the rest of the file may wait for its variables.
+    let tools_key = if config
+        .agents
+        .entries
+        .get(id)
+        .is_some_and(|e| e.tools.is_some())
+    {
+        format!("agents.entries.{id}.tools")
+    } else {
+        "tools".to_owned()
+    };
+    for section in [
+        "agents.defaults",
+        &key_prefix,
+        &tools_key,
+        "models",
+        "channels.telegram.grants",
+    ] {
+        config.require(section)?;
+    }
     let workspace = env.agent_workspace(config, id);
     std::fs::create_dir_all(&workspace)
         .with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
-    let local = env.local_models(config)?;
-    let resolve_plain = |model: &str| {
-        nanocrab_provider::resolve_model(model, config, &Env::var, RetryPolicy::default(), &local)
+    let models = Models {
+        env,
+        config,
+        local: env.local_models(config)?,
     };
-    let resolve = |model: &str, source: &str| {
-        resolve_plain(model).with_context(|| format!("{source} ({})", env.config_path.display()))
-    };
-    let mut notice = None;
-    let primary = match model {
-        Some(model) => resolve(model, "--model")?,
-        None => match resolve_plain(&settings.model) {
-            // Nothing configured at all, as on a fresh install: the local model answers, if
-            // it is there, rather than an error about a key the user never meant to set.
-            Err(err @ ProviderError::MissingKey { .. }) if !cloud_configured(config) => {
-                let local_model = format!("{LOCAL}/{DEFAULT_LOCAL_MODEL}");
-                if !local.is_installed(DEFAULT_LOCAL_MODEL) {
-                    return Err(anyhow::Error::new(err).context(format!(
-                        "{key_prefix}.model ({}); or chat offline with the local model: \
-                         nanocrab models pull {DEFAULT_LOCAL_MODEL}",
-                        env.config_path.display()
-                    )));
-                }
-                notice = Some(format!(
-                    "no model provider is configured, so the local model {local_model} answers \
-                     (small: short answers, no tools). For a stronger model: \
-                     export ANTHROPIC_API_KEY=... or see `nanocrab providers list`."
-                ));
-                resolve(&local_model, &format!("{key_prefix}.model"))?
-            }
-            other => other
-                .with_context(|| format!("{key_prefix}.model ({})", env.config_path.display()))?,
-        },
+    let resolve = |model: &str, source: &str| models.resolve(model, source);
+    let (primary, notice) = match model {
+        Some(model) => (resolve(model, "--model")?, None),
+        None => models.primary(&settings.model, &key_prefix)?,
     };
     let fallbacks = settings
         .fallback_models
@@ -92,16 +91,6 @@ pub fn build(
         .and_then(|entry| entry.tools.as_ref())
         .unwrap_or(&config.tools);
     let index = env.index_setup(config, id);
-    let tools_key = if config
-        .agents
-        .entries
-        .get(id)
-        .is_some_and(|e| e.tools.is_some())
-    {
-        format!("agents.entries.{id}.tools")
-    } else {
-        "tools".to_owned()
-    };
     let mut channel_grants = BTreeMap::new();
     if let Some(telegram) = &config.channels.telegram {
         channel_grants.insert(
@@ -221,3 +210,151 @@ pub fn cloud_configured(config: &Config) -> bool {
             .filter_map(|spec| spec.api_key_env)
             .any(|var| Env::var(var).is_some())
 }
+
+/// Resolves the models of the config, with the local ones of the process.
+pub struct Models<'a> {
+    pub env: &'a Env,
+    pub config: &'a Config,
+    pub local: LocalModels,
+}
+
+impl Models<'_> {
+    /// `model` resolved, once the placeholders of its provider's section are all set.
+    fn resolve_plain(&self, model: &str) -> anyhow::Result<ResolvedModel> {
+        let (provider, _) = nanocrab_provider::split_model(model, self.config)?;
+        self.config.require(&format!("providers.{provider}"))?;
+        Ok(nanocrab_provider::resolve_model(
+            model,
+            self.config,
+            &Env::var,
+            RetryPolicy::default(),
+            &self.local,
+        )?)
+    }
+
+    /// `model` resolved; an error names `source` (the key it came from) and the file.
+    pub fn resolve(&self, model: &str, source: &str) -> anyhow::Result<ResolvedModel> {
+        self.resolve_plain(model)
+            .with_context(|| format!("{source} ({})", self.env.config_path.display()))
+    }
+
+    /// The model that answers for an agent configured with `model` at `key_prefix`, and what
+    /// to tell the user once when it is another one.
+    pub fn primary(
+        &self,
+        model: &str,
+        key_prefix: &str,
+    ) -> anyhow::Result<(ResolvedModel, Option<String>)> {
+        let (env, config, local) = (self.env, self.config, &self.local);
+        let resolve = |model: &str, source: &str| self.resolve(model, source);
+        match self.resolve_plain(model) {
+            Ok(resolved) => Ok((resolved, None)),
+            Err(err) => {
+                let Some(ProviderError::MissingKey {
+                    provider, env_var, ..
+                }) = err.downcast_ref::<ProviderError>()
+                else {
+                    return Err(err.context(format!(
+                        "{key_prefix}.model ({})",
+                        env.config_path.display()
+                    )));
+                };
+                let path = env.config_path.display();
+                let local_model = format!("{LOCAL}/{DEFAULT_LOCAL_MODEL}");
+                let model_chosen = model != Config::default().agents.defaults.model;
+                match nanocrab_provider::keyed_provider(config, &Env::var) {
+                    // The built-in default was never chosen by the user: the provider whose
+                    // key they set answers instead, as nanobot does.
+                    Some(keyed) if !model_chosen => {
+                        let notice = Some(format!(
+                            "{} answers: {env_var} is not set for the default {}, and {} is. \
+                             Set {key_prefix}.model in {path} to choose.",
+                            keyed.model, model, keyed.key_source
+                        ));
+                        Ok((
+                            resolve(&keyed.model, &format!("{key_prefix}.model"))?,
+                            notice,
+                        ))
+                    }
+                    Some(keyed) => anyhow::bail!(
+                        "{} ({key_prefix}.model in {path}) needs {env_var}, which is not set. \
+                         {} is set: run with --model {}, or make it {key_prefix}.model.",
+                        model,
+                        keyed.key_source,
+                        keyed.model
+                    ),
+                    // Nothing configured at all, as on a fresh install: the local model
+                    // answers, if it is there, rather than an error about a key the user
+                    // never meant to set.
+                    None if !cloud_configured(config)
+                        && local.is_installed(DEFAULT_LOCAL_MODEL) =>
+                    {
+                        let notice = Some(format!(
+                            "no model provider is configured, so the local model {local_model} \
+                             answers (small: short answers, no tools). For a stronger model: \
+                             export ANTHROPIC_API_KEY=... or see `nanocrab providers list`."
+                        ));
+                        Ok((
+                            resolve(&local_model, &format!("{key_prefix}.model"))?,
+                            notice,
+                        ))
+                    }
+                    None => Err(NoModel {
+                        model: model.to_owned(),
+                        key: format!("{key_prefix}.model"),
+                        path: env.config_path.clone(),
+                        provider: provider.clone(),
+                        env_var: env_var.clone(),
+                        offline: if local.is_installed(DEFAULT_LOCAL_MODEL) {
+                            format!("nanocrab agent --model {local_model}")
+                        } else {
+                            format!("nanocrab models pull {DEFAULT_LOCAL_MODEL}")
+                        },
+                    }
+                    .into()),
+                }
+            }
+        }
+    }
+}
+
+/// No model can answer: the configured one has no key, no other provider has one, and the
+/// local model is not what answers instead.
+#[derive(Debug)]
+pub struct NoModel {
+    pub model: String,
+    /// `agents.defaults.model`.
+    pub key: String,
+    pub path: PathBuf,
+    pub provider: String,
+    pub env_var: String,
+    /// How to chat offline with the local model.
+    pub offline: String,
+}
+
+impl std::fmt::Display for NoModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self {
+            model,
+            key,
+            path,
+            provider,
+            env_var,
+            offline,
+        } = self;
+        let path = path.display();
+        write!(
+            f,
+            "no model can answer yet: {model} ({key} in {path}) needs an API key, and {env_var} \
+             is not set. Any one of these fixes it:\n  \
+             - export {env_var}=... (or another provider's key and --model; \
+             `nanocrab providers list` shows them all)\n  \
+             - set providers.{provider}.apiKey in {path}\n  \
+             - point providers.custom.apiBase at a local OpenAI-compatible server \
+             (Ollama: http://localhost:11434/v1) and set {key} to custom/<model>\n  \
+             - chat offline with the local model: {offline}"
+        )
+    }
+}
+
+impl std::error::Error for NoModel {}
