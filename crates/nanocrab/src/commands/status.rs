@@ -1,4 +1,7 @@
-use nanocrab_provider::{DEFAULT_LOCAL_MODEL, LOCAL, ProviderStatus, Readiness};
+use std::net::ToSocketAddrs as _;
+
+use nanocrab_config::Config;
+use nanocrab_provider::{LOCAL, ProviderStatus, Readiness};
 
 use super::Env;
 
@@ -11,42 +14,71 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         " (not found: using defaults; run `nanocrab onboard`)".to_owned()
     };
     let workspace = env.workspace(config);
-    println!("config     {}{source}", env.config_path.display());
-    println!(
+    outln!("config     {}{source}", env.config_path.display())?;
+    if !config.unresolved.is_empty() {
+        let unset: Vec<String> = config
+            .unresolved
+            .iter()
+            .map(|u| format!("${{{}}} in {}", u.var, u.key))
+            .collect();
+        outln!(
+            "unset      {} (a command that needs it refuses until it is set)",
+            unset.join("; ")
+        )?;
+    }
+    outln!(
         "workspace  {}{}",
         workspace.display(),
         if workspace.is_dir() { "" } else { " (missing)" }
-    );
-    let instead = if super::agents::cloud_configured(config) {
-        String::new()
-    } else {
-        let local = env.local_models(config)?;
-        let installed = if local.is_installed(DEFAULT_LOCAL_MODEL) {
-            "".to_owned()
-        } else {
-            format!("; not installed: nanocrab models pull {DEFAULT_LOCAL_MODEL}")
-        };
-        format!(
-            " (no provider configured: {LOCAL}/{DEFAULT_LOCAL_MODEL} answers instead{installed})"
-        )
+    )?;
+    let models = super::agents::Models {
+        env,
+        config,
+        local: env.local_models(config)?,
     };
-    println!("model      {}{instead}", config.agents.defaults.model);
+    let configured = &config.agents.defaults.model;
+    match models.primary(configured, "agents.defaults") {
+        Ok((resolved, notice)) => {
+            let local = resolved.label.strip_prefix(&format!("{LOCAL}/"));
+            let installed = match local {
+                Some(name) if !models.local.is_installed(name) => {
+                    format!(" (not installed: nanocrab models pull {name})")
+                }
+                Some(_) | None => String::new(),
+            };
+            outln!("model      {}{installed}", resolved.label)?;
+            if let Some(notice) = notice {
+                outln!("           {notice}")?;
+            }
+        }
+        Err(err) => match err.downcast_ref::<super::agents::NoModel>() {
+            Some(no_model) => outln!(
+                "model      {configured}: cannot answer: {} is not set; or offline: {}",
+                no_model.env_var,
+                no_model.offline
+            )?,
+            None => outln!(
+                "model      {configured}: cannot answer: {}",
+                format!("{err:#}").lines().next().unwrap_or_default()
+            )?,
+        },
+    }
     if let Some(model) = &config.agents.defaults.housekeeping_model {
-        println!("housekeeping {model}");
+        outln!("housekeeping {model}")?;
     }
     if !config.agents.defaults.fallback_models.is_empty() {
-        println!(
+        outln!(
             "fallbacks  {}",
             config.agents.defaults.fallback_models.join(", ")
-        );
+        )?;
     }
     if !config.agents.entries.is_empty() {
-        println!(
+        outln!(
             "agents     {}",
             config.agents.ids().collect::<Vec<_>>().join(", ")
-        );
+        )?;
     }
-    println!("sessions   {}", env.paths.sessions_dir().display());
+    outln!("sessions   {}", env.paths.sessions_dir().display())?;
     let tools = &config.tools;
     let mode = |value: serde_json::Value| value.as_str().unwrap_or_default().to_owned();
     let sandbox = match tools.exec.sandbox.mode {
@@ -69,22 +101,37 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     } else {
         tools.grants.join(", ")
     };
-    println!(
+    outln!(
         "tools      exec {}, {sandbox}; grants: {grants}; approvals wait {} s",
         mode(serde_json::to_value(tools.exec.mode)?),
         tools.approvals.timeout
-    );
+    )?;
     let gateway = &config.gateway;
-    let auth = match gateway.auth.token.as_deref().map(str::trim) {
-        Some(token) if !token.is_empty() => "token set",
-        Some(_) | None => "no token: loopback clients only",
+    let token = gateway
+        .auth
+        .token
+        .as_deref()
+        .map(str::trim)
+        .is_some_and(|token| !token.is_empty());
+    let exposed = (gateway.host.as_str(), gateway.port)
+        .to_socket_addrs()
+        .map(|mut addresses| addresses.any(|a| !a.ip().is_loopback()))
+        // A host that does not resolve is not loopback either.
+        .unwrap_or(true);
+    let auth = match (token, exposed) {
+        (true, _) => "token set",
+        (false, false) => "no token: loopback clients only",
+        (false, true) => {
+            "will not start: a host other machines can reach needs gateway.auth.token, or bind 127.0.0.1"
+        }
     };
-    println!(
+    outln!(
         "gateway    http://{}:{} ({auth})",
-        gateway.host, gateway.port
-    );
+        gateway.host,
+        gateway.port
+    )?;
     match &config.channels.telegram {
-        Some(telegram) if !telegram.enabled => println!("telegram   off (enabled: false)"),
+        Some(telegram) if !telegram.enabled => outln!("telegram   off (enabled: false)")?,
         Some(telegram) => {
             let token = if !telegram.token.is_empty() {
                 "token in the config"
@@ -93,28 +140,28 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             } else {
                 "no token: set channels.telegram.token or TELEGRAM_BOT_TOKEN"
             };
-            println!(
+            outln!(
                 "telegram   {token}; dmPolicy {}, allowFrom {}, groups {}",
                 serde_json::to_value(telegram.dm_policy)?
                     .as_str()
                     .unwrap_or_default(),
                 telegram.allow_from.len(),
                 telegram.groups.len()
-            );
+            )?;
         }
         None => {}
     }
     for name in config.channels.other.keys() {
-        println!("{name:<10} no {name} channel in this nanocrab yet; the section is ignored");
+        outln!("{name:<10} no {name} channel in this nanocrab yet; the section is ignored")?;
     }
     let pairing = nanocrab_gateway::PairingStore::new(&env.paths.state_dir());
     let waiting = pairing.pending(jiff::Timestamp::now().as_second())?.len();
     if waiting > 0 {
-        println!("pairing    {waiting} waiting for approval: nanocrab pairing list");
+        outln!("pairing    {waiting} waiting for approval: nanocrab pairing list")?;
     }
-    println!("providers");
+    outln!("providers")?;
     for status in nanocrab_provider::provider_statuses(config, &Env::var) {
-        println!("  {:<11} {}", status.name, readiness(&status));
+        outln!("  {:<11} {}", status.name, readiness(config, &status))?;
     }
     Ok(())
 }
@@ -122,34 +169,48 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
 /// `nanocrab providers list`.
 pub fn providers(env: &Env) -> anyhow::Result<()> {
     let loaded = env.load_config()?;
-    println!(
+    outln!(
         "{:<11} {:<20} {:<52} {:<18} state",
-        "provider", "protocol", "apiBase", "key variable"
-    );
+        "provider",
+        "protocol",
+        "apiBase",
+        "key variable"
+    )?;
     for status in nanocrab_provider::provider_statuses(&loaded.config, &Env::var) {
-        println!(
+        outln!(
             "{:<11} {:<20} {:<52} {:<18} {}",
             status.name,
             status.protocol.name(),
             status.api_base.as_deref().unwrap_or("(set apiBase)"),
             status.spec.api_key_env.unwrap_or("-"),
-            readiness(&status)
-        );
+            readiness(&loaded.config, &status)
+        )?;
     }
     Ok(())
 }
 
-fn readiness(status: &ProviderStatus) -> String {
+fn readiness(config: &Config, status: &ProviderStatus) -> String {
     let name = &status.name;
     let mut text = match (&status.readiness, status.spec.api_key_env) {
         (Readiness::Ready, _) if status.spec.local && status.spec.name == name.as_str() => {
-            "ready (local server, no key needed)".to_owned()
+            // Only a server that answers is ready; ask its port, briefly.
+            match status.api_base.as_deref().map(listening) {
+                Some(Ok(address)) => format!("ready (local server at {address}, no key needed)"),
+                Some(Err(address)) => format!("not running (nothing listens at {address})"),
+                None => format!("needs providers.{name}.apiBase"),
+            }
         }
         (Readiness::Ready, _) => "configured".to_owned(),
         (Readiness::NoKey, Some(var)) => format!("no key: set {var} or providers.{name}.apiKey"),
         (Readiness::NoKey, None) => format!("no key: set providers.{name}.apiKey"),
         (Readiness::NoEndpoint, _) => format!("needs providers.{name}.apiBase"),
     };
+    for unresolved in config.unresolved_under(&format!("providers.{name}")) {
+        text.push_str(&format!(
+            " ({} uses ${{{}}}, which is not set)",
+            unresolved.key, unresolved.var
+        ));
+    }
     if let Some(other) = status.key_looks_like {
         text.push_str(&format!(
             " (warning: this key looks like one of {}'s: did you mean providers.{}?)",
@@ -157,4 +218,29 @@ fn readiness(status: &ProviderStatus) -> String {
         ));
     }
     text
+}
+
+/// Whether something accepts connections at the host and port of `api_base`; either way, the
+/// `host:port` asked.
+fn listening(api_base: &str) -> Result<String, String> {
+    let rest = api_base
+        .split_once("://")
+        .map_or(api_base, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let address = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
+    {
+        authority.to_owned()
+    } else if api_base.starts_with("https://") {
+        format!("{authority}:443")
+    } else {
+        format!("{authority}:80")
+    };
+    let reachable = address.to_socket_addrs().is_ok_and(|addresses| {
+        addresses.into_iter().any(|a| {
+            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_millis(300)).is_ok()
+        })
+    });
+    if reachable { Ok(address) } else { Err(address) }
 }

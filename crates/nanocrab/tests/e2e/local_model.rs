@@ -33,7 +33,7 @@ fn on_a_fresh_install_with_no_provider_onboard_sets_up_the_local_model_and_it_an
     let status = home.run(home.nanocrab().arg("status"));
     assert!(
         status.stdout.contains(
-            "(no provider configured: local/smollm2-135m answers instead; not installed: nanocrab models pull smollm2-135m)"
+            "model      anthropic/claude-sonnet-4-5: cannot answer: ANTHROPIC_API_KEY is not set; or offline: nanocrab models pull smollm2-135m"
         ),
         "{}",
         status.stdout
@@ -71,6 +71,22 @@ fn on_a_fresh_install_with_no_provider_onboard_sets_up_the_local_model_and_it_an
         "{}",
         home.transcript()
     );
+    // On disk: the 98 MB download and the faster Q8_0 copy its first load kept, as the README
+    // says.
+    let list = home.run(home.nanocrab().args(["models", "list"]));
+    let line = list
+        .stdout
+        .lines()
+        .find(|line| line.trim_start().starts_with("smollm2-135m"))
+        .unwrap();
+    let on_disk: f64 = line
+        .split("installed, ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(" MB on disk"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((240.0..246.0).contains(&on_disk), "{line}");
 }
 
 #[test]
