@@ -35,9 +35,9 @@ pub(crate) fn write_atomically(path: &Path, content: &[u8]) -> Result<(), ToolEr
         Some(existing) => existing,
         None => {
             use std::os::unix::fs::PermissionsExt as _;
-            // 0o644 like a file created by an editor; tempfile's default 0o600 would hide it
-            // from the user's other tools.
-            std::fs::Permissions::from_mode(0o644)
+            // Owner-only, like everything else nanocrab writes (security.md): the workspace
+            // holds the user's notes and memory.
+            std::fs::Permissions::from_mode(0o600)
         }
     };
     std::fs::set_permissions(temp.path(), permissions).map_err(io("set permissions of"))?;
