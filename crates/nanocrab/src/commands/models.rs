@@ -19,20 +19,30 @@ pub fn run(env: &Env, command: ModelsCommand) -> anyhow::Result<()> {
     let store = ModelStore::new(env.paths.models_dir());
     match command {
         ModelsCommand::List => {
-            println!("models in {}", store.dir().display());
+            outln!("models in {}", store.dir().display())?;
             for spec in catalogue.iter() {
+                // What the folder holds now, not the download: a chat model keeps a faster
+                // copy of its weights once it has been loaded.
                 let state = match store.installed(spec)? {
-                    Some(_) => "installed",
-                    None => "not installed",
+                    Some(installed) => {
+                        let on_disk: u64 = std::fs::read_dir(&installed.dir)
+                            .with_context(|| format!("cannot read {}", installed.dir.display()))?
+                            .filter_map(|entry| entry.ok()?.metadata().ok())
+                            .filter(std::fs::Metadata::is_file)
+                            .map(|meta| meta.len())
+                            .sum();
+                        format!("installed, {} on disk", megabytes(on_disk))
+                    }
+                    None => "not installed".to_owned(),
                 };
-                println!(
+                outln!(
                     "  {:<22} {:<9} {:>9}  {state}",
                     spec.name,
                     kind_name(spec.kind),
                     megabytes(spec.size())
-                );
+                )?;
                 if !spec.about.is_empty() {
-                    println!("  {:<22} {}", "", spec.about);
+                    outln!("  {:<22} {}", "", spec.about)?;
                 }
             }
         }
@@ -40,17 +50,17 @@ pub fn run(env: &Env, command: ModelsCommand) -> anyhow::Result<()> {
         ModelsCommand::Rm { name } => {
             let spec = catalogue.find(&name)?;
             if store.remove(spec)? {
-                println!("removed {name}");
+                outln!("removed {name}")?;
             } else {
-                println!("{name} is not installed");
+                outln!("{name} is not installed")?;
             }
         }
         ModelsCommand::Info { name } => {
             let spec = catalogue.find(&name)?;
-            print!(
+            out!(
                 "{}",
                 info(spec, &endpoints, store.installed(spec)?.as_ref())
-            );
+            )?;
         }
     }
     Ok(())
@@ -64,11 +74,11 @@ pub fn pull(env: &Env, config: &Config, name: &str, force: bool) -> anyhow::Resu
     let store = ModelStore::new(env.paths.models_dir());
     let spec = catalogue.find(name)?;
     if !force && let Some(installed) = store.current(spec)? {
-        println!(
+        outln!(
             "{} is already installed in {} (--force fetches it again)",
             spec.name,
             installed.dir.display()
-        );
+        )?;
         return Ok(());
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -85,12 +95,12 @@ pub fn pull(env: &Env, config: &Config, name: &str, force: bool) -> anyhow::Resu
         .with_context(|| format!("cannot install {}", spec.name));
     shown.finish();
     let installed = installed?;
-    println!(
+    outln!(
         "installed {} in {}\n  from {}",
         spec.name,
         installed.dir.display(),
         installed.manifest.source
-    );
+    )?;
     Ok(())
 }
 
