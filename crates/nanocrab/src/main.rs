@@ -1,5 +1,23 @@
 //! The `nanocrab` command.
 
+/// `println!` that hands a failed write back instead of panicking, so that a command whose
+/// reader has gone (`nanocrab status | head -3`) ends quietly: see `main`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)
+    }};
+}
+
+/// `print!` as [`outln!`] is `println!`; flushed, as it is for a prompt.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout();
+        write!(stdout, $($arg)*).and_then(|()| stdout.flush())
+    }};
+}
+
 mod cli;
 mod commands;
 
@@ -17,10 +35,24 @@ fn main() -> ExitCode {
     {
         return ExitCode::from(nanocrab_sandbox::launch(std::env::args_os().skip(2)));
     }
+    // Everything nanocrab writes (config, transcripts, memory, the audit log, the folders
+    // that hold them) is the user's alone, whatever umask the shell left: 0700 folders and
+    // 0600 files. Commands the agent runs inherit it, so their files are private too.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     let cli = Cli::parse();
     init_logging();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // Whoever read the output stopped reading (`| head`): what they wanted was printed.
+        Err(err)
+            if err.chain().any(|cause| {
+                cause
+                    .downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
@@ -65,10 +97,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Config {
             command: ConfigCommand::Schema,
         } => {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&nanocrab_config::json_schema())?
-            );
+            )?;
             Ok(())
         }
     }

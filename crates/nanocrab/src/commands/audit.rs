@@ -9,10 +9,10 @@ use crate::cli::AuditCommand;
 pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
     let path = env.paths.audit_log();
     if !path.exists() {
-        println!(
+        outln!(
             "no tool calls recorded yet ({} does not exist)",
             path.display()
-        );
+        )?;
         return Ok(());
     }
     // Reading needs no redactor: what was stored is already redacted.
@@ -31,19 +31,19 @@ pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
             })?;
             if json {
                 for record in &records {
-                    println!("{}", serde_json::to_string(record)?);
+                    outln!("{}", serde_json::to_string(record)?)?;
                 }
                 return Ok(());
             }
             if records.is_empty() {
-                println!("no tool calls match");
+                outln!("no tool calls match")?;
             }
             for record in &records {
                 let approval = match &record.approval {
                     Some(approval) => format!(" · approval {}", approval.result),
                     None => String::new(),
                 };
-                println!(
+                outln!(
                     "{:>5}  {}  {:<11} {:<7} {}{approval}  {}  {}",
                     record.id,
                     time(record.started_at_ms),
@@ -52,7 +52,7 @@ pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
                     record.risk,
                     record.session.as_deref().unwrap_or("-"),
                     one_line(&record.summary, 80),
-                );
+                )?;
             }
         }
         AuditCommand::Show { id, json } => {
@@ -60,10 +60,10 @@ pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
                 .get(id)?
                 .with_context(|| format!("no tool call {id} in {}", path.display()))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&record)?);
+                outln!("{}", serde_json::to_string_pretty(&record)?)?;
                 return Ok(());
             }
-            print!("{}", details(&record));
+            out!("{}", details(&record))?;
         }
     }
     Ok(())

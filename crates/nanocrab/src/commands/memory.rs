@@ -17,7 +17,7 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
             options.limit = limit.unwrap_or(options.limit).max(1);
             let results = index.search(&query, &options)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&results)?);
+                outln!("{}", serde_json::to_string_pretty(&results)?)?;
                 return Ok(());
             }
             // Said on stderr, so that stdout is only results.
@@ -27,10 +27,10 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
             }
             let hits = results.hits;
             if hits.is_empty() {
-                println!("no matches for {query:?} in {}", workspace.display());
+                outln!("no matches for {query:?} in {}", workspace.display())?;
             }
             for (rank, hit) in hits.iter().enumerate() {
-                println!(
+                outln!(
                     "{}. {}:{}-{}  {:.2}{}",
                     rank + 1,
                     hit.path,
@@ -42,9 +42,9 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
                     } else {
                         format!("  ({})", hit.heading)
                     }
-                );
+                )?;
                 for line in hit.snippet.lines() {
-                    println!("   {line}");
+                    outln!("   {line}")?;
                 }
             }
         }
@@ -54,7 +54,7 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
             } else {
                 setup.open()?.sync()?
             };
-            println!(
+            outln!(
                 "{} files: {} added, {} changed, {} removed; {} chunks indexed, {} embedded in {} ms",
                 report.files,
                 report.added,
@@ -63,37 +63,37 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
                 report.chunks,
                 report.embedded,
                 report.elapsed.as_millis()
-            );
+            )?;
             if let Some(err) = &report.embedding_error {
                 eprintln!("warning: {err}; notes without a vector are found by keyword only");
             }
         }
         MemoryCommand::Status => {
             let status = setup.open()?.status()?;
-            println!("index      {}", status.database.display());
-            println!("workspace  {}", workspace.display());
+            outln!("index      {}", status.database.display())?;
+            outln!("workspace  {}", workspace.display())?;
             let sources: Vec<String> = status
                 .per_source
                 .iter()
                 .map(|(source, n)| format!("{source}/ {n}"))
                 .collect();
-            println!("files      {} ({})", status.files, sources.join(", "));
-            println!("chunks     {}", status.chunks);
-            println!(
+            outln!("files      {} ({})", status.files, sources.join(", "))?;
+            outln!("chunks     {}", status.chunks)?;
+            outln!(
                 "last sync  {}",
                 status.last_sync.as_deref().unwrap_or("never")
-            );
+            )?;
             match &setup.embeddings {
                 EmbeddingSetup::Ready(provider) => {
-                    println!(
+                    outln!(
                         "search     hybrid: keyword (BM25) and meaning ({}), fused by {}",
                         provider.id(),
                         match config.memory.fusion {
                             nanocrab_config::Fusion::Rrf => "reciprocal rank",
                             nanocrab_config::Fusion::Weighted => "weighted score",
                         }
-                    );
-                    println!(
+                    )?;
+                    outln!(
                         "vectors    {} of {} chunks{}",
                         status.embedded_chunks,
                         status.chunks,
@@ -102,10 +102,10 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
                                 format!(" (from {model}; the next sync re-embeds)"),
                             Some(_) | None => String::new(),
                         }
-                    );
+                    )?;
                 }
                 EmbeddingSetup::KeywordOnly(reason) => {
-                    println!("search     keyword only (BM25): {reason}")
+                    outln!("search     keyword only (BM25): {reason}")?
                 }
             }
         }

@@ -11,47 +11,47 @@ pub fn run(env: &Env, command: PairingCommand) -> anyhow::Result<()> {
             let pending = store.pending(now)?;
             let approved = store.approved()?;
             if pending.is_empty() {
-                println!("No pairing requests waiting.");
+                outln!("No pairing requests waiting.")?;
             } else {
-                println!("Waiting for approval:");
+                outln!("Waiting for approval:")?;
                 for request in &pending {
                     let minutes_left = (request.created_at + CODE_LIFETIME_SECS - now) / 60;
-                    println!(
+                    outln!(
                         "  {code}  {channel} user {id}{name}  (expires in {minutes_left} min)",
                         code = request.code,
                         channel = request.channel,
                         id = request.sender_id,
                         name = who(request.username.as_deref(), request.display_name.as_deref()),
-                    );
+                    )?;
                 }
-                println!("Approve with: nanocrab pairing approve CODE");
+                outln!("Approve with: nanocrab pairing approve CODE")?;
             }
             if !approved.is_empty() {
-                println!("Approved:");
+                outln!("Approved:")?;
                 for sender in &approved {
-                    println!(
+                    outln!(
                         "  {channel} user {id}{name}",
                         channel = sender.channel,
                         id = sender.sender_id,
                         name = who(sender.username.as_deref(), None),
-                    );
+                    )?;
                 }
             }
             Ok(())
         }
         PairingCommand::Approve { code } => {
             let approved = store.approve(&code, now)?;
-            println!(
+            outln!(
                 "Approved {channel} user {id}{name}: their messages now reach the agent.",
                 channel = approved.channel,
                 id = approved.sender_id,
                 name = who(approved.username.as_deref(), None),
-            );
+            )?;
             Ok(())
         }
         PairingCommand::Revoke { channel, sender_id } => {
             if store.revoke(&channel, &sender_id)? {
-                println!("Revoked {channel} user {sender_id}.");
+                outln!("Revoked {channel} user {sender_id}.")?;
                 Ok(())
             } else {
                 anyhow::bail!(

@@ -7,6 +7,7 @@ mod harness;
 mod answers;
 mod approvals;
 mod config_errors;
+mod first_hour;
 mod gateway;
 mod gateway_approvals;
 mod gemini;
