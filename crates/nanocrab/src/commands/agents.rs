@@ -65,9 +65,6 @@ pub fn build(
     ] {
         config.require(section)?;
     }
-    let workspace = env.agent_workspace(config, id);
-    std::fs::create_dir_all(&workspace)
-        .with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
     let models = Models {
         env,
         config,
@@ -84,6 +81,10 @@ pub fn build(
         .enumerate()
         .map(|(i, model)| resolve(model, &format!("{key_prefix}.fallbackModels.{i}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // Only once a model can answer: a failed first try leaves nothing behind.
+    let workspace = env.agent_workspace(config, id);
+    std::fs::create_dir_all(&workspace)
+        .with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
     let tools_config = config
         .agents
         .entries
