@@ -48,8 +48,18 @@ pub fn split_model<'a>(
         }
         Some((provider, name)) if !provider.is_empty() && !name.is_empty() => {
             // `meta-llama/llama-3`-style names belong to a gateway, never to no one.
-            let mut names: Vec<String> = PROVIDERS.iter().map(|s| s.name.to_owned()).collect();
-            names.extend(config.providers.keys().cloned());
+            let mut names: Vec<String> = PROVIDERS
+                .iter()
+                .map(|s| s.name)
+                .chain([crate::local::LOCAL])
+                .map(str::to_owned)
+                .collect();
+            // A configured known provider (`providers.openai`) is listed once.
+            for name in config.providers.keys() {
+                if !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
             Err(ProviderError::UnknownProvider {
                 name: provider.to_owned(),
                 model: model.to_owned(),
@@ -364,7 +374,16 @@ mod tests {
     fn unknown_providers_get_a_suggestion() {
         assert_eq!(
             resolve_err("antropic/claude", &Config::default()),
-            "unknown provider \"antropic\" in model \"antropic/claude\" (did you mean \"anthropic\"?); known providers: anthropic, openai, gemini, openrouter, deepseek, groq, mistral, xai, moonshot, zhipu, dashscope, minimax, together, fireworks, ollama, vllm, lmstudio, custom"
+            "unknown provider \"antropic\" in model \"antropic/claude\" (did you mean \"anthropic\"?); known providers: anthropic, openai, gemini, openrouter, deepseek, groq, mistral, xai, moonshot, zhipu, dashscope, minimax, together, fireworks, ollama, vllm, lmstudio, custom, local"
+        );
+        // A configured known provider is listed once; the user's own endpoints are added.
+        let configured = config(json!({"providers": {
+            "openai": {"apiKey": "sk-x"},
+            "myproxy": {"apiBase": "http://10.0.0.2:4000/v1"},
+        }}));
+        assert_eq!(
+            resolve_err("opnai/gpt-4.1", &configured),
+            "unknown provider \"opnai\" in model \"opnai/gpt-4.1\" (did you mean \"openai\"?); known providers: anthropic, openai, gemini, openrouter, deepseek, groq, mistral, xai, moonshot, zhipu, dashscope, minimax, together, fireworks, ollama, vllm, lmstudio, custom, local, myproxy"
         );
         assert_eq!(
             resolve_err("custom/qwen3", &Config::default()),
