@@ -175,8 +175,8 @@ pub fn resolve_model(
     local: &LocalModels,
 ) -> Result<ResolvedModel, ProviderError> {
     let (name, model_name) = split_model(model, config)?;
-    // `providers.local`, when a user configured one, is their endpoint and wins.
-    if name == crate::local::LOCAL && !config.providers.contains_key(name) {
+    // `providers.local` with an `apiBase` is the user's endpoint and wins.
+    if name == crate::local::LOCAL && crate::local::in_process(config) {
         return Ok(ResolvedModel {
             provider: Arc::new(LocalProvider::new(local.clone())),
             model: model_name.to_owned(),
@@ -270,13 +270,12 @@ pub fn provider_statuses(
     config: &Config,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<ProviderStatus> {
-    let names = PROVIDERS.iter().map(|s| s.name).chain(
-        config
-            .providers
-            .keys()
-            .map(String::as_str)
-            .filter(|name| spec(name).is_none()),
-    );
+    // `providers.local` without an `apiBase` holds settings of the in-process models, and
+    // is no endpoint.
+    let own = config.providers.keys().map(String::as_str).filter(|name| {
+        spec(name).is_none() && !(*name == crate::local::LOCAL && crate::local::in_process(config))
+    });
+    let names = PROVIDERS.iter().map(|s| s.name).chain(own);
     names
         .map(|name| {
             let route = route(name, config, env);
@@ -452,6 +451,23 @@ mod tests {
             (claude_proxy.protocol, &claude_proxy.readiness),
             (Protocol::AnthropicMessages, &Readiness::Ready)
         );
+    }
+
+    #[test]
+    fn settings_for_the_in_process_model_do_not_make_local_an_endpoint() {
+        let priced = config(json!({"providers": {"local": {"models": {"smollm2-135m": {
+            "price": {"input": 0, "output": 0}
+        }}}}}));
+        let names = |config: &Config| -> Vec<String> {
+            provider_statuses(config, &|_| None)
+                .into_iter()
+                .filter(|s| s.name == "local")
+                .map(|s| format!("{} {:?}", s.name, s.readiness))
+                .collect()
+        };
+        assert_eq!(names(&priced), Vec::<String>::new());
+        let endpoint = config(json!({"providers": {"local": {"apiBase": "http://10.0.0.2/v1"}}}));
+        assert_eq!(names(&endpoint), ["local Ready"]);
     }
 
     #[test]
