@@ -57,18 +57,19 @@ pub fn parse(
     let mut value = migrate(path, value)?;
     let mut unresolved = Vec::new();
     resolve_placeholders(path, &mut value, &mut Vec::new(), env, &mut unresolved);
-    let mut config: Config = serde_path_to_error::deserialize(value).map_err(|err| {
-        let key = err.path().to_string();
-        deserialize_error(path.to_path_buf(), key, err.inner().to_string())
-    })?;
+    let mut config: Config = serde_path_to_error::deserialize(&value)
+        .map_err(|err| deserialize_error(path.to_path_buf(), &value, &err))?;
     validate(path, &config)?;
     config.unresolved = unresolved;
     Ok(config)
 }
 
 /// Brings an older file to [`CONFIG_VERSION`]. A file without `version` is a nanobot-era
-/// file: its shape is version 1's, so it only gains the field.
+/// file: its shape is version 1's, so it only gains the field. A key whose value is `null` is
+/// dropped, in every version: nanobot writes `"proxy": null` for "not set", so `null` reads as
+/// if the key were absent.
 pub fn migrate(path: &Path, mut value: Value) -> Result<Value, ConfigError> {
+    drop_nulls(&mut value);
     let Some(object) = value.as_object_mut() else {
         return Err(ConfigError::InvalidValue {
             path: path.to_path_buf(),
@@ -180,6 +181,19 @@ fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, St
     Ok(out)
 }
 
+/// Removes every object member whose value is `null`, at any depth. A `null` inside a list
+/// stays: a list item is not a key that can be absent.
+fn drop_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, item| !item.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
+    }
+}
+
 /// The candidate closest to a mistyped `word`, if one is close enough to be what was meant.
 pub fn did_you_mean<S: AsRef<str>>(word: &str, candidates: &[S]) -> Option<String> {
     candidates
@@ -195,18 +209,47 @@ pub fn did_you_mean<S: AsRef<str>>(word: &str, candidates: &[S]) -> Option<Strin
         .map(|(_, candidate)| candidate.to_owned())
 }
 
-fn deserialize_error(path: PathBuf, key: String, message: String) -> ConfigError {
+/// The names between backticks in serde's list of what it expected
+/// (`` one of `a`, `b`, `c` ``, `` `a` or `b` ``, `` `a` ``).
+fn quoted_names(expected: &str) -> Vec<String> {
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Turns serde's error into one in the user's words: the key path with dots (`safeBins.0`,
+/// as validation names keys), and what the key takes instead of the Rust type serde names.
+fn deserialize_error(
+    path: PathBuf,
+    value: &Value,
+    err: &serde_path_to_error::Error<serde_json::Error>,
+) -> ConfigError {
+    use serde_path_to_error::Segment;
+    let segments: Vec<String> = err
+        .path()
+        .iter()
+        .map(|segment| match segment {
+            Segment::Seq { index } => index.to_string(),
+            Segment::Map { key } => key.clone(),
+            Segment::Enum { variant } => variant.clone(),
+            Segment::Unknown => "?".to_owned(),
+        })
+        .collect();
+    let key = if segments.is_empty() {
+        "(top level)".to_owned()
+    } else {
+        segments.join(".")
+    };
+    let message = err.inner().to_string();
     // serde's wording: "unknown field `modee`, expected one of `mode`, `safeBins`, `timeout`"
     // (or "expected `x`" for a single field); the path already ends with the unknown key.
     if let Some(rest) = message.strip_prefix("unknown field `")
         && let Some((field, expected)) = rest.split_once('`')
     {
-        let expected: Vec<String> = expected
-            .split('`')
-            .skip(1)
-            .step_by(2)
-            .map(str::to_owned)
-            .collect();
+        let expected = quoted_names(expected);
         let suggestion = did_you_mean(field, &expected);
         return ConfigError::UnknownKey {
             path,
@@ -215,28 +258,93 @@ fn deserialize_error(path: PathBuf, key: String, message: String) -> ConfigError
             expected,
         };
     }
-    // serde quotes the offending value ("invalid type: string `sk-...`, expected u32"); a value
-    // may be a secret, so only the expectation is kept.
-    if let Some((_, expected)) = message.split_once(", expected ")
-        && (message.starts_with("invalid type") || message.starts_with("invalid value"))
+    if let Some(rest) = message.strip_prefix("missing field `")
+        && let Some((field, _)) = rest.split_once('`')
+    {
+        return ConfigError::InvalidValue {
+            path,
+            key: if segments.is_empty() {
+                field.to_owned()
+            } else {
+                format!("{key}.{field}")
+            },
+            message: "required, but missing".to_owned(),
+        };
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant `")
+        && let Some((_, expected)) = rest.rsplit_once("`, expected ")
     {
         return ConfigError::InvalidValue {
             path,
             key,
-            message: format!("wrong type or value; expected {expected}"),
+            message: format!(
+                "unknown value; allowed: {}",
+                quoted_names(expected).join(", ")
+            ),
         };
     }
-    let message = match message.strip_prefix("unknown variant `") {
-        Some(rest) => match rest.split_once("`, expected ") {
-            Some((_, expected)) => format!(
-                "unknown value; allowed: {}",
-                expected.replace("one of ", "").replace('`', "")
-            ),
-            None => message,
-        },
-        None => message,
+    // serde quotes the offending value ("invalid type: string `sk-...`, expected u32"); a value
+    // may be a secret, so only the expectation is kept, in words rather than Rust types. It is
+    // the text after the last ", expected ": the value itself may contain those words.
+    let Some((_, expected)) = message
+        .rsplit_once(", expected ")
+        .filter(|_| message.starts_with("invalid type") || message.starts_with("invalid value"))
+    else {
+        return ConfigError::InvalidValue { path, key, message };
     };
-    ConfigError::InvalidValue { path, key, message }
+    let takes = match expected {
+        "u16" if key == "gateway.port" => {
+            "a port number from 1 to 65535 (0: any free port)".to_owned()
+        }
+        "u8" => format!("a whole number from 0 to {}", u8::MAX),
+        "u16" => format!("a whole number from 0 to {}", u16::MAX),
+        "u32" => format!("a whole number from 0 to {}", u32::MAX),
+        "u64" | "u128" | "usize" => "a whole number (0 or more)".to_owned(),
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number".to_owned(),
+        "f32" | "f64" => "a number".to_owned(),
+        "a boolean" => "true or false".to_owned(),
+        "a string" | "a borrowed string" | "a character" => "a string".to_owned(),
+        "path string" => "a path (a string)".to_owned(),
+        "a sequence" => "a list ([...])".to_owned(),
+        "a map" => "an object ({...})".to_owned(),
+        "map with a single key" => "an object with a single key".to_owned(),
+        // An enum read from anything but a string: serde does not say which names it takes,
+        // so ask again with a name no variant has, and serde lists them.
+        "string or map" => {
+            let pointer: String = segments
+                .iter()
+                .map(|s| format!("/{}", s.replace('~', "~0").replace('/', "~1")))
+                .collect();
+            let mut probe = value.clone();
+            let again = match probe.pointer_mut(&pointer) {
+                Some(slot) => {
+                    *slot = Value::String(String::new());
+                    serde_path_to_error::deserialize::<_, Config>(&probe).err()
+                }
+                None => None,
+            };
+            let allowed = again.and_then(|again| {
+                let names = quoted_names(
+                    again
+                        .inner()
+                        .to_string()
+                        .strip_prefix("unknown variant ``")?,
+                );
+                (!names.is_empty()).then(|| names.join(", "))
+            });
+            match allowed {
+                Some(names) => format!("one of: {names}"),
+                None => "a name (a string)".to_owned(),
+            }
+        }
+        other if other.starts_with("struct ") => "an object ({...})".to_owned(),
+        other => other.to_owned(),
+    };
+    ConfigError::InvalidValue {
+        path,
+        key,
+        message: format!("must be {takes}"),
+    }
 }
 
 fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
@@ -547,6 +655,93 @@ mod tests {
         assert_eq!(
             error(r#"{"version": 9}"#),
             "/h/config.json: config version 9 is newer than this nanocrab understands (up to 1): upgrade nanocrab"
+        );
+    }
+
+    #[test]
+    fn wrong_types_say_what_the_key_takes_in_words() {
+        let errors: Vec<String> = [
+            r#"{"gateway": {"port": "eighty"}}"#,
+            r#"{"gateway": {"port": 70000}}"#,
+            r#"{"agents": {"defaults": {"maxTokens": -5}}}"#,
+            r#"{"channels": {"telegram": {"pollTimeout": 1.5}}}"#,
+            r#"{"tools": {"exec": {"timeout": "60s"}}}"#,
+            r#"{"models": {"entries": {"m": {"kind": "chat", "contextTokens": -1, "files": [], "sources": []}}}}"#,
+            r#"{"agents": {"defaults": {"temperature": "hot"}}}"#,
+            r#"{"tools": {"restrictToWorkspace": "yes"}}"#,
+            r#"{"tools": {"exec": {"safeBins": "ls"}}}"#,
+            r#"{"tools": {"exec": {"safeBins": ["ls", 1]}}}"#,
+            r#"{"tools": {"allowedPaths": [null]}}"#,
+            r#"{"agents": {"defaults": {"workspace": 5}}}"#,
+            r#"{"providers": {"openai": {"extraHeaders": ["x-a: b"]}}}"#,
+            r#"{"providers": {"openai": "sk-abc"}}"#,
+            r#"{"providers": []}"#,
+            r#"{"tools": {"exec": {"mode": 1}}}"#,
+            r#"{"memory": {"fusion": true}}"#,
+            r#"{"channels": {"telegram": {"dmPolicy": ["open"]}}}"#,
+            r#"{"providers": {"openai": {"api": 2}}}"#,
+            r#"{"memory": {"fusion": "sum"}}"#,
+            r#"{"models": {"entries": {"m": {"files": [], "sources": []}}}}"#,
+            r#"{"models": {"entries": {"m": {"kind": "chat", "files": [], "sources": ["wheel"]}}}}"#,
+            r#"[1, 2]"#,
+            r#"{"agents": {"defaults": {"maxTokens": "sk-1, expected a secret"}}}"#,
+            r#"{"tools": {"exec": {"mode": "sk-2`, expected `full"}}}"#,
+        ]
+        .iter()
+        .map(|text| error(text))
+        .collect();
+        assert_eq!(
+            errors,
+            [
+                "/h/config.json: `gateway.port`: must be a port number from 1 to 65535 (0: any free port)",
+                "/h/config.json: `gateway.port`: must be a port number from 1 to 65535 (0: any free port)",
+                "/h/config.json: `agents.defaults.maxTokens`: must be a whole number from 0 to 4294967295",
+                "/h/config.json: `channels.telegram.pollTimeout`: must be a whole number from 0 to 4294967295",
+                "/h/config.json: `tools.exec.timeout`: must be a whole number (0 or more)",
+                "/h/config.json: `models.entries.m.contextTokens`: must be a whole number (0 or more)",
+                "/h/config.json: `agents.defaults.temperature`: must be a number",
+                "/h/config.json: `tools.restrictToWorkspace`: must be true or false",
+                "/h/config.json: `tools.exec.safeBins`: must be a list ([...])",
+                "/h/config.json: `tools.exec.safeBins.1`: must be a string",
+                "/h/config.json: `tools.allowedPaths.0`: must be a path (a string)",
+                "/h/config.json: `agents.defaults.workspace`: must be a path (a string)",
+                "/h/config.json: `providers.openai.extraHeaders`: must be an object ({...})",
+                "/h/config.json: `providers.openai`: must be an object ({...})",
+                "/h/config.json: `providers`: must be an object ({...})",
+                "/h/config.json: `tools.exec.mode`: must be one of: deny, allowlist, full",
+                "/h/config.json: `memory.fusion`: must be one of: rrf, weighted",
+                "/h/config.json: `channels.telegram.dmPolicy`: must be one of: pairing, allowlist, open, disabled",
+                "/h/config.json: `providers.openai.api`: must be one of: anthropic-messages, openai-completions, openai-responses, google-generative-ai",
+                "/h/config.json: `memory.fusion`: unknown value; allowed: rrf, weighted",
+                "/h/config.json: `models.entries.m.kind`: required, but missing",
+                "/h/config.json: `models.entries.m.sources.0.wheel`: must be an object ({...})",
+                "/h/config.json: `(top level)`: the config must be a JSON object",
+                "/h/config.json: `agents.defaults.maxTokens`: must be a whole number from 0 to 4294967295",
+                "/h/config.json: `tools.exec.mode`: unknown value; allowed: deny, allowlist, full",
+            ]
+        );
+    }
+
+    #[test]
+    fn null_reads_as_if_the_key_were_absent() {
+        let parsed = |text: &str| parse(Path::new("/h/config.json"), text, &no_env).unwrap();
+        assert_eq!(
+            parsed(
+                r#"{"version": null, "agents": {"defaults": {"model": "openai/gpt-4.1", "workspace": null}},
+                    "providers": {"openai": {"apiKey": "k", "apiBase": null, "extraHeaders": null, "api": null,
+                                             "models": {"gpt-4.1": {"price": null}}},
+                                  "gemini": null},
+                    "tools": {"exec": {"safeBins": null, "sandbox": null}},
+                    "channels": {"telegram": {"token": "t", "proxy": null, "groups": {"-1": {"requireMention": null}}}},
+                    "gateway": null, "memory": {"mmrLambda": null}}"#
+            ),
+            parsed(
+                r#"{"agents": {"defaults": {"model": "openai/gpt-4.1"}},
+                    "providers": {"openai": {"apiKey": "k", "models": {"gpt-4.1": {}}}},
+                    "tools": {"exec": {}},
+                    "channels": {"telegram": {"token": "t", "groups": {"-1": {}}}},
+                    "memory": {}}"#
+            )
         );
     }
 

@@ -4,6 +4,7 @@
 //! tolerant parsing of what comes back.
 
 mod anthropic;
+mod check;
 mod error;
 mod failover;
 mod gemini;
@@ -21,6 +22,7 @@ mod responses;
 mod starter;
 mod think;
 
+pub use check::check_config;
 pub use error::ProviderError;
 pub use failover::{Fallback, ModelChain};
 pub use http::RetryPolicy;

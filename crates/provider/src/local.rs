@@ -24,6 +24,16 @@ use crate::provider::{ChatRequest, ChatResponse, DeltaSink, LlmProvider, Provide
 /// The provider's name in `local/<model>`.
 pub const LOCAL: &str = "local";
 
+/// Whether `local/<model>` is the in-process model store: always, unless the user made
+/// `providers.local` an endpoint of their own by giving it an `apiBase`. Other settings there
+/// (a model's `price`, say) never turn it into a remote provider.
+pub(crate) fn in_process(config: &nanocrab_config::Config) -> bool {
+    config
+        .providers
+        .get(LOCAL)
+        .is_none_or(|p| p.api_base.is_none())
+}
+
 /// The model that answers when no provider is configured, and that `onboard` offers.
 pub const DEFAULT_LOCAL_MODEL: &str = "smollm2-135m";
 

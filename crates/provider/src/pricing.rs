@@ -66,7 +66,7 @@ pub enum PriceSource {
         price: ModelPrice,
     },
     /// A model served by a local provider (`ollama`, `vllm`, `lmstudio`: the registry's
-    /// `local` ones).
+    /// `local` ones), or run in-process (`local/<model>`).
     Local,
     /// No price: the cost is unknown, never assumed to be zero.
     Unknown,
@@ -98,7 +98,7 @@ pub struct ModelPricing {
 ///
 /// In order: the user's price for that provider and model; the user's price for that exact
 /// name under any provider (bare names, and the `vendor/model` names OpenRouter reports);
-/// free for a local provider; the built-in table, matched on the part after the last `/`,
+/// free for a local provider and the in-process model; the built-in table, matched on the part after the last `/`,
 /// longest prefix first; otherwise unknown.
 pub fn model_pricing(model: &str, config: &Config) -> ModelPricing {
     let user_price = |provider: &str, name: &str| {
@@ -148,11 +148,11 @@ pub fn model_pricing(model: &str, config: &Config) -> ModelPricing {
         }
     };
     let config_key = price_key(provider.unwrap_or("<provider>"), name);
-    // A server on the user's own machine costs nothing.
-    if provider
-        .and_then(crate::registry::spec)
-        .is_some_and(|s| s.local)
-    {
+    // A server on the user's own machine costs nothing, nor does the in-process model.
+    if provider.is_some_and(|provider| {
+        (provider == crate::local::LOCAL && crate::local::in_process(config))
+            || crate::registry::spec(provider).is_some_and(|s| s.local)
+    }) {
         return ModelPricing {
             source: PriceSource::Local,
             config_key,
@@ -499,6 +499,12 @@ mod tests {
                 PriceSource::Local,
                 "providers.ollama.models.qwen3.price",
             ),
+            // The in-process model.
+            (
+                "local/smollm2-135m",
+                PriceSource::Local,
+                "providers.local.models.smollm2-135m.price",
+            ),
             (
                 "vllm/big",
                 PriceSource::Config(ModelPrice {
@@ -520,6 +526,14 @@ mod tests {
             );
         }
         assert_eq!(PriceSource::Local.price(), Some(ModelPrice::FREE));
+        // `providers.local` with an endpoint is a server of the user's, priced like any other.
+        let endpoint = self::config(serde_json::json!({
+            "providers": { "local": { "apiBase": "http://10.0.0.2:8080/v1" } },
+        }));
+        assert_eq!(
+            model_pricing("local/smollm2-135m", &endpoint).source,
+            PriceSource::Unknown
+        );
     }
 
     #[test]

@@ -48,8 +48,18 @@ pub fn split_model<'a>(
         }
         Some((provider, name)) if !provider.is_empty() && !name.is_empty() => {
             // `meta-llama/llama-3`-style names belong to a gateway, never to no one.
-            let mut names: Vec<String> = PROVIDERS.iter().map(|s| s.name.to_owned()).collect();
-            names.extend(config.providers.keys().cloned());
+            let mut names: Vec<String> = PROVIDERS
+                .iter()
+                .map(|s| s.name)
+                .chain([crate::local::LOCAL])
+                .map(str::to_owned)
+                .collect();
+            // A configured known provider (`providers.openai`) is listed once.
+            for name in config.providers.keys() {
+                if !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
             Err(ProviderError::UnknownProvider {
                 name: provider.to_owned(),
                 model: model.to_owned(),
@@ -165,8 +175,8 @@ pub fn resolve_model(
     local: &LocalModels,
 ) -> Result<ResolvedModel, ProviderError> {
     let (name, model_name) = split_model(model, config)?;
-    // `providers.local`, when a user configured one, is their endpoint and wins.
-    if name == crate::local::LOCAL && !config.providers.contains_key(name) {
+    // `providers.local` with an `apiBase` is the user's endpoint and wins.
+    if name == crate::local::LOCAL && crate::local::in_process(config) {
         return Ok(ResolvedModel {
             provider: Arc::new(LocalProvider::new(local.clone())),
             model: model_name.to_owned(),
@@ -260,13 +270,12 @@ pub fn provider_statuses(
     config: &Config,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<ProviderStatus> {
-    let names = PROVIDERS.iter().map(|s| s.name).chain(
-        config
-            .providers
-            .keys()
-            .map(String::as_str)
-            .filter(|name| spec(name).is_none()),
-    );
+    // `providers.local` without an `apiBase` holds settings of the in-process models, and
+    // is no endpoint.
+    let own = config.providers.keys().map(String::as_str).filter(|name| {
+        spec(name).is_none() && !(*name == crate::local::LOCAL && crate::local::in_process(config))
+    });
+    let names = PROVIDERS.iter().map(|s| s.name).chain(own);
     names
         .map(|name| {
             let route = route(name, config, env);
@@ -364,7 +373,16 @@ mod tests {
     fn unknown_providers_get_a_suggestion() {
         assert_eq!(
             resolve_err("antropic/claude", &Config::default()),
-            "unknown provider \"antropic\" in model \"antropic/claude\" (did you mean \"anthropic\"?); known providers: anthropic, openai, gemini, openrouter, deepseek, groq, mistral, xai, moonshot, zhipu, dashscope, minimax, together, fireworks, ollama, vllm, lmstudio, custom"
+            "unknown provider \"antropic\" in model \"antropic/claude\" (did you mean \"anthropic\"?); known providers: anthropic, openai, gemini, openrouter, deepseek, groq, mistral, xai, moonshot, zhipu, dashscope, minimax, together, fireworks, ollama, vllm, lmstudio, custom, local"
+        );
+        // A configured known provider is listed once; the user's own endpoints are added.
+        let configured = config(json!({"providers": {
+            "openai": {"apiKey": "sk-x"},
+            "myproxy": {"apiBase": "http://10.0.0.2:4000/v1"},
+        }}));
+        assert_eq!(
+            resolve_err("opnai/gpt-4.1", &configured),
+            "unknown provider \"opnai\" in model \"opnai/gpt-4.1\" (did you mean \"openai\"?); known providers: anthropic, openai, gemini, openrouter, deepseek, groq, mistral, xai, moonshot, zhipu, dashscope, minimax, together, fireworks, ollama, vllm, lmstudio, custom, local, myproxy"
         );
         assert_eq!(
             resolve_err("custom/qwen3", &Config::default()),
@@ -433,6 +451,23 @@ mod tests {
             (claude_proxy.protocol, &claude_proxy.readiness),
             (Protocol::AnthropicMessages, &Readiness::Ready)
         );
+    }
+
+    #[test]
+    fn settings_for_the_in_process_model_do_not_make_local_an_endpoint() {
+        let priced = config(json!({"providers": {"local": {"models": {"smollm2-135m": {
+            "price": {"input": 0, "output": 0}
+        }}}}}));
+        let names = |config: &Config| -> Vec<String> {
+            provider_statuses(config, &|_| None)
+                .into_iter()
+                .filter(|s| s.name == "local")
+                .map(|s| format!("{} {:?}", s.name, s.readiness))
+                .collect()
+        };
+        assert_eq!(names(&priced), Vec::<String>::new());
+        let endpoint = config(json!({"providers": {"local": {"apiBase": "http://10.0.0.2/v1"}}}));
+        assert_eq!(names(&endpoint), ["local Ready"]);
     }
 
     #[test]

@@ -212,3 +212,50 @@ async fn missing_and_unknown_local_models_are_clear_errors() {
         "local/all-minilm-l6-v2 is not a chat model (see `nanocrab models list`)"
     );
 }
+
+/// `nanocrab usage` once advised setting `providers.local.models.<name>.price`; doing so made
+/// `local` a remote provider without an endpoint. Settings there keep it in-process; only an
+/// `apiBase` makes `providers.local` an endpoint of the user's.
+#[tokio::test]
+async fn settings_under_providers_local_keep_the_model_in_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = installed(dir.path(), &TinyLlama::default(), None).await;
+    let priced: Config = serde_json::from_value(json!({"providers": {"local": {
+        "apiKey": "unused",
+        "models": {"tiny": {"price": {"input": 1, "output": 2}}},
+    }}}))
+    .unwrap();
+    let resolved = resolve_model(
+        "local/tiny",
+        &priced,
+        &|_| None,
+        RetryPolicy::default(),
+        &local,
+    )
+    .unwrap();
+    assert_eq!(
+        resolved.profile.context_window,
+        Some(512),
+        "the catalogue's"
+    );
+    let response = resolved
+        .provider
+        .chat(&request(4), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(response.model, "local/tiny");
+
+    let endpoint: Config = serde_json::from_value(
+        json!({"providers": {"local": {"apiBase": "http://127.0.0.1:9/v1"}}}),
+    )
+    .unwrap();
+    let resolved = resolve_model(
+        "local/tiny",
+        &endpoint,
+        &|_| None,
+        RetryPolicy::default(),
+        &local,
+    )
+    .unwrap();
+    assert_eq!(resolved.profile.context_window, None, "an endpoint's");
+}

@@ -86,6 +86,9 @@ impl Env {
 
     pub fn load_config(&self) -> anyhow::Result<nanocrab_config::Loaded> {
         nanocrab_config::load(&self.config_path, &Self::var)
+            .and_then(|loaded| {
+                nanocrab_provider::check_config(&loaded.config, &self.config_path).map(|()| loaded)
+            })
             .with_context(|| "cannot load the configuration")
     }
 

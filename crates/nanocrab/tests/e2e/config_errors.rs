@@ -81,3 +81,117 @@ fn env_placeholders_are_resolved_but_never_written_back() {
     let on_disk = std::fs::read_to_string(home.config_path()).unwrap();
     assert!(on_disk.contains("${MY_KEY}") && !on_disk.contains("sk-from-env"));
 }
+
+#[test]
+fn wrong_types_are_told_in_words_not_rust_types() {
+    let home = Home::new(Wire::Anthropic);
+    for (key, value, expected) in [
+        (
+            "/agents/defaults/maxTokens",
+            json!("lots"),
+            "`agents.defaults.maxTokens`: must be a whole number from 0 to 4294967295",
+        ),
+        (
+            "/gateway/port",
+            json!(99999),
+            "`gateway.port`: must be a port number from 1 to 65535 (0: any free port)",
+        ),
+        (
+            "/tools/exec/safeBins",
+            json!("ls"),
+            "`tools.exec.safeBins`: must be a list ([...])",
+        ),
+        (
+            "/tools/exec/mode",
+            json!(true),
+            "`tools.exec.mode`: must be one of: deny, allowlist, full",
+        ),
+    ] {
+        let mut config = home.base_config();
+        let (parent, name) = key.rsplit_once('/').unwrap();
+        let mut slot = &mut config;
+        for part in parent.split('/').skip(1) {
+            slot = slot
+                .as_object_mut()
+                .unwrap()
+                .entry(part)
+                .or_insert_with(|| json!({}));
+        }
+        slot[name] = value;
+        home.write_config(config);
+
+        let stderr = failure(&home);
+
+        let line = format!("{}: {expected}", home.config_path().display());
+        assert!(stderr.contains(&line), "{key}: {stderr}");
+        for rust in ["u16", "u32", "sequence", "string or map"] {
+            assert!(!stderr.contains(rust), "{key}: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn null_is_as_if_the_key_were_absent() {
+    let home = Home::new(Wire::Anthropic);
+    let mut config = home.base_config();
+    config["providers"]["anthropic"]["extraHeaders"] = json!(null);
+    config["providers"]["anthropic"]["models"] = json!(null);
+    config["channels"] = json!({"telegram": {"enabled": false, "proxy": null}});
+    config["gateway"] = json!(null);
+    home.write_config(config);
+    home.mock.push(nanocrab_testkit::Reply::text("hi"));
+
+    let run = home.agent("hello", &[]);
+
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.stdout.trim(), "hi");
+}
+
+#[test]
+fn a_misspelt_provider_is_an_error_with_a_suggestion() {
+    let home = Home::new(Wire::Anthropic);
+    let mut config = home.base_config();
+    config["providers"]["opnai"] = json!({"apiKey": "sk-proj-abc"});
+    home.write_config(config);
+
+    let stderr = failure(&home);
+
+    assert!(
+        stderr.contains(&format!(
+            "{}: `providers.opnai`: unknown provider; did you mean `openai`? (a provider of your own needs apiBase)",
+            home.config_path().display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sk-proj-abc"), "{stderr}");
+
+    // With an endpoint, any name is a provider of the user's own.
+    let mut config = home.base_config();
+    config["providers"]["opnai"] = json!({"apiBase": "http://127.0.0.1:9/v1"});
+    home.write_config(config);
+    home.mock.push(nanocrab_testkit::Reply::text("hi"));
+    let run = home.agent("hello", &[]);
+    assert!(run.success, "{}", run.stderr);
+}
+
+#[test]
+fn known_providers_are_listed_once() {
+    let home = Home::new(Wire::OpenAi);
+
+    let run = home.agent("hello", &["--model", "opnai/gpt-4.1"]);
+
+    assert!(!run.success);
+    let (_, known) = run
+        .stderr
+        .split_once("known providers: ")
+        .unwrap_or_else(|| panic!("{}", run.stderr));
+    let names: Vec<&str> = known.lines().next().unwrap().split(", ").collect();
+    let mut unique = names.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    assert!(
+        names.contains(&"openai") && names.contains(&"local"),
+        "{names:?}"
+    );
+}

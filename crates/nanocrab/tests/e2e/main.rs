@@ -22,6 +22,7 @@ mod providers;
 mod sandbox;
 mod security;
 mod sessions;
+mod skills;
 mod tool_loop;
 mod usage;
 mod wasm_tools;

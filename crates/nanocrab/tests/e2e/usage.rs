@@ -355,3 +355,66 @@ fn usage_of_real_turns_through_the_mock() {
     assert!(table.contains("archived: archive/cli:default."), "{table}");
     assert!(table.contains("current: cli:default.jsonl"), "{table}");
 }
+
+/// The in-process model costs nothing: its calls are priced at zero, with no advice to set a
+/// price (setting one used to turn `local` into a provider without an endpoint).
+#[test]
+fn the_local_model_costs_nothing_and_needs_no_price() {
+    let home = Home::new(Wire::Anthropic);
+    write_transcript(
+        &home,
+        "cli:default.jsonl",
+        "cli:default",
+        &[
+            line("2025-03-05T09:00:00Z", "hi", None, Value::Null),
+            line(
+                "2025-03-05T09:00:02Z",
+                "hello",
+                Some("local/smollm2-135m"),
+                json!({"input_tokens": 900, "output_tokens": 40}),
+            ),
+        ],
+    );
+
+    let table = stdout(&home, &[]);
+
+    assert!(!table.contains("no price known"), "{table}");
+    assert!(!table.contains("providers.local"), "{table}");
+    assert!(
+        table.contains("total: 1 session, 1 turn, 1 call, 940 tokens (900 input, 40 output, 0 cache read, 0 cache write), est. cost $0.0000"),
+        "{table}"
+    );
+    let out = json_out(&home, &["--json"]);
+    assert_eq!(
+        (
+            &out["models"][0]["priceSource"],
+            &out["models"][0]["cost"],
+            &out["total"]["unpricedCalls"]
+        ),
+        (&json!("local"), &json!(0.0), &json!(0))
+    );
+}
+
+/// A price under `providers.local` (as `usage` once advised) leaves `local/<model>` the
+/// in-process model: here, one not installed, rather than a provider needing an endpoint.
+#[test]
+fn a_price_for_the_local_model_keeps_it_in_process() {
+    let home = Home::new(Wire::Anthropic);
+    let mut config = home.base_config();
+    config["providers"]["local"] =
+        json!({"models": {"smollm2-135m": {"price": {"input": 0, "output": 0}}}});
+    home.write_config(config);
+
+    let run = home.agent("hello", &["--model", "local/smollm2-135m"]);
+
+    assert!(!run.success);
+    assert!(!run.stderr.contains("needs an endpoint"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "the model `smollm2-135m` is not installed; run `nanocrab models pull smollm2-135m`"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(home.requests().len(), 0);
+}
