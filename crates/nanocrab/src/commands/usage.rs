@@ -277,14 +277,14 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
                 "models": model_json,
                 "total": total.json([("turns", json!(turn_count))]),
             });
-            println!("{}", serde_json::to_string_pretty(&out)?);
+            outln!("{}", serde_json::to_string_pretty(&out)?)?;
         } else if turn_count == 0 {
-            println!(
+            outln!(
                 "no usage recorded in session {key}{}",
                 since_note(args.since, &tz)
-            );
+            )?;
         } else {
-            println!("session {key}\n");
+            outln!("session {key}\n")?;
             let header = [
                 "time",
                 "models",
@@ -295,9 +295,9 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
                 "cache write",
                 "est. cost",
             ];
-            println!("{}\n", table(&header, &[0, 1], &rows));
-            println!("total: {}, {}", count(turn_count, "turn"), summary(&total));
-            print_notes(&notes);
+            outln!("{}\n", table(&header, &[0, 1], &rows))?;
+            outln!("total: {}, {}", count(turn_count, "turn"), summary(&total))?;
+            print_notes(&notes)?;
         }
         return Ok(());
     }
@@ -346,15 +346,15 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
                 ("turns", json!(turn_count)),
             ]),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
         return Ok(());
     }
     if sessions.is_empty() {
-        println!(
+        outln!(
             "no usage recorded in {}{}",
             sessions_dir.display(),
             since_note(args.since, &tz)
-        );
+        )?;
         return Ok(());
     }
     let model_header = [
@@ -367,7 +367,7 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
         "cache write",
         "est. cost",
     ];
-    println!("{}\n", table(&model_header, &[0, 1], &model_rows));
+    outln!("{}\n", table(&model_header, &[0, 1], &model_rows))?;
     let session_rows: Vec<Row> = sessions
         .iter()
         .map(|(key, session)| {
@@ -383,24 +383,25 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
         })
         .collect();
     let session_header = ["session", "turns", "tokens", "est. cost", "last activity"];
-    println!("{}\n", table(&session_header, &[0, 4], &session_rows));
-    println!(
+    outln!("{}\n", table(&session_header, &[0, 4], &session_rows))?;
+    outln!(
         "total: {}, {}, {}",
         count(sessions.len() as u64, "session"),
         count(turn_count, "turn"),
         summary(&total)
-    );
-    print_notes(&notes);
+    )?;
+    print_notes(&notes)?;
     Ok(())
 }
 
-fn print_notes(notes: &[String]) {
+fn print_notes(notes: &[String]) -> std::io::Result<()> {
     if !notes.is_empty() {
-        println!();
+        outln!()?;
     }
     for note in notes {
-        println!("{note}");
+        outln!("{note}")?;
     }
+    Ok(())
 }
 
 /// `5 calls, 1,234 tokens (1,000 input, 234 output, 0 cache read, 0 cache write), est. cost $0.0123`
