@@ -21,6 +21,7 @@ mod providers;
 mod sandbox;
 mod security;
 mod sessions;
+mod terminal;
 mod tool_loop;
 mod usage;
 mod wasm_tools;
