@@ -352,6 +352,16 @@ impl Agent {
         &self,
         key: &SessionKey,
     ) -> Result<Option<ConsolidationReport>, ConsolidationError> {
+        self.consolidate_if_due_with(key, &mut |_| {}).await
+    }
+
+    /// [`Agent::consolidate_if_due`], emitting [`AgentEvent::Consolidating`] when it begins:
+    /// the model call may take a while (a local model, seconds to a minute).
+    pub async fn consolidate_if_due_with(
+        &self,
+        key: &SessionKey,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<Option<ConsolidationReport>, ConsolidationError> {
         let Some(consolidation) = &self.consolidation else {
             return Ok(None);
         };
@@ -379,6 +389,9 @@ impl Agent {
         let Some(end) = (done + 1..=limit).rev().find(|&i| entries[i].starts_turn()) else {
             return Ok(None);
         };
+        on_event(AgentEvent::Consolidating {
+            messages: end - done,
+        });
         let outcome = self.consolidate(key, &entries[done..end], end).await;
         let mut failed_at = self
             .failed_at

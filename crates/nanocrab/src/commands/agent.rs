@@ -62,7 +62,7 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
             // take a while); it is tried again after a later turn.
             runtime.block_on(async {
                 tokio::select! {
-                    () = after_turn(&agent, &key) => {}
+                    () = after_turn(&agent, &key, &mut printer) => {}
                     Ok(()) = tokio::signal::ctrl_c() => {}
                 }
             });
@@ -99,22 +99,32 @@ async fn interruptible_turn<O: Write + Send, E: Write + Send>(
 /// Once the answer is out: a due consolidation, and a title from the housekeeping model for a
 /// new conversation, saying on stderr what was done; a failure leaves the conversation as it
 /// was, to be tried after the next turn.
-async fn after_turn(agent: &Agent, key: &SessionKey) {
+async fn after_turn<O: Write + Send, E: Write + Send>(
+    agent: &Agent,
+    key: &SessionKey,
+    printer: &mut EventPrinter<O, E>,
+) {
     if let Err(err) = agent.title_if_missing(key).await {
-        eprintln!("  ✗ {err}");
+        printer.line(RED, &format!("  ✗ {err}"));
     }
-    match agent.consolidate_if_due(key).await {
-        Ok(Some(report)) => eprintln!(
-            "  ⟳ memory: {} messages consolidated into memory/HISTORY.md{}",
-            report.entries,
-            if report.memory_changed {
-                " and memory/MEMORY.md"
-            } else {
-                ""
-            }
+    let consolidated = agent
+        .consolidate_if_due_with(key, &mut |event| printer.print(event))
+        .await;
+    match consolidated {
+        Ok(Some(report)) => printer.line(
+            DIM,
+            &format!(
+                "  ⟳ memory: {} messages consolidated into memory/HISTORY.md{}",
+                report.entries,
+                if report.memory_changed {
+                    " and memory/MEMORY.md"
+                } else {
+                    ""
+                }
+            ),
         ),
         Ok(None) => {}
-        Err(err) => eprintln!("  ✗ {err}"),
+        Err(err) => printer.line(RED, &format!("  ✗ {err}")),
     }
 }
 
@@ -161,7 +171,7 @@ fn repl(
         ));
         match turn {
             Ok(outcome) if outcome.interrupted => printer.line(DIM, INTERRUPTED),
-            Ok(_) => runtime.block_on(after_turn(agent, key)),
+            Ok(_) => runtime.block_on(after_turn(agent, key, &mut printer)),
             Err(err) => printer.line(RED, &format!("error: {err:#}")),
         }
     }
