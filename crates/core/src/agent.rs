@@ -8,6 +8,7 @@ use nanocrab_schema::{
     ToolResult, TraceId, Usage,
 };
 use nanocrab_tools::{ToolContext, ToolRegistry};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::consolidation::{Consolidation, ConsolidationError, ConsolidationReport};
@@ -24,6 +25,9 @@ const MAX_REFUSED_REPEATS: u32 = 3;
 /// (a mock, a provider that counts oddly) must not empty or overflow the window.
 const MIN_TOKEN_RATIO: f64 = 0.5;
 const MAX_TOKEN_RATIO: f64 = 4.0;
+/// Ends what a turn interrupted by the user had written, in the transcript: the model then
+/// knows next turn that the answer the user saw stopped there, and why.
+const INTERRUPTED_NOTE: &str = "[interrupted by the user]";
 
 pub const HELP_TEXT: &str = "Commands:\n  /new      start a new conversation (the current one is archived)\n  /reset    same as /new\n  /clear    same as /new\n  /rag on   memory arrives by search with each message, not whole in the prompt\n  /rag off  MEMORY.md whole in the prompt again\n  /help     this list";
 
@@ -75,6 +79,9 @@ pub struct TurnOutcome {
     pub usage: Usage,
     /// Model calls made.
     pub iterations: u32,
+    /// The user interrupted the turn; `text` is what the model had written of its answer
+    /// (the transcript keeps it, marked as interrupted).
+    pub interrupted: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -178,10 +185,13 @@ impl Agent {
         // memory files first.
         if self.consolidation.is_some() {
             let done = self.store.settings(key)?.consolidated_entries.max(start);
-            if done < cut
-                && let Err(err) = self.consolidate(key, &entries[done..cut], cut).await
-            {
-                tracing::warn!("{err}; compacting without it");
+            if done < cut {
+                on_event(AgentEvent::Consolidating {
+                    messages: cut - done,
+                });
+                if let Err(err) = self.consolidate(key, &entries[done..cut], cut).await {
+                    tracing::warn!("{err}; compacting without it");
+                }
             }
         }
         let part_budget = ((budget as f64 * PART_SHARE) as usize).max(500);
@@ -342,6 +352,16 @@ impl Agent {
         &self,
         key: &SessionKey,
     ) -> Result<Option<ConsolidationReport>, ConsolidationError> {
+        self.consolidate_if_due_with(key, &mut |_| {}).await
+    }
+
+    /// [`Agent::consolidate_if_due`], emitting [`AgentEvent::Consolidating`] when it begins:
+    /// the model call may take a while (a local model, seconds to a minute).
+    pub async fn consolidate_if_due_with(
+        &self,
+        key: &SessionKey,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<Option<ConsolidationReport>, ConsolidationError> {
         let Some(consolidation) = &self.consolidation else {
             return Ok(None);
         };
@@ -369,6 +389,9 @@ impl Agent {
         let Some(end) = (done + 1..=limit).rev().find(|&i| entries[i].starts_turn()) else {
             return Ok(None);
         };
+        on_event(AgentEvent::Consolidating {
+            messages: end - done,
+        });
         let outcome = self.consolidate(key, &entries[done..end], end).await;
         let mut failed_at = self
             .failed_at
@@ -432,14 +455,16 @@ impl Agent {
             .as_ref()
             .filter(|h| h.fits(&prompt, self.settings.context_window_tokens));
         let models = match housekeeper {
-            Some(housekeeper) if housekeeper.calls_tools() => &housekeeper.models,
-            Some(housekeeper) => {
-                return self
-                    .summarise_into_history(housekeeper, key, entries, done_after, &now)
-                    .await;
-            }
+            Some(housekeeper) => &housekeeper.models,
             None => &self.models,
         };
+        // A model without tool calling cannot call save_memory: asked anyway, it answers in
+        // text (a small local one after a long wait) and the consolidation fails every time.
+        if !models.primary().profile.tools {
+            return self
+                .summarise_into_history(models, key, entries, done_after, &now)
+                .await;
+        }
         let request = ChatRequest {
             model: String::new(),
             system: crate::consolidation::SYSTEM_PROMPT.to_owned(),
@@ -480,20 +505,25 @@ impl Agent {
         })
     }
 
-    /// Consolidation by a housekeeping model that cannot call tools: its summary of
-    /// `entries` becomes the dated HISTORY.md entry, and MEMORY.md stays as it is.
+    /// Consolidation by a model that cannot call tools: its summary of `entries` becomes the
+    /// dated HISTORY.md entry, and MEMORY.md stays as it is.
     async fn summarise_into_history(
         &self,
-        housekeeper: &Housekeeper,
+        models: &ModelChain,
         key: &SessionKey,
         entries: &[SessionEntry],
         done_after: usize,
         now: &jiff::Zoned,
     ) -> Result<ConsolidationReport, ConsolidationError> {
         let conversation: String = entries.iter().map(crate::consolidation::render).collect();
-        let summary = housekeeper
-            .ask(crate::housekeeping::SUMMARY_PROMPT, conversation, 400)
-            .await?;
+        let summary = crate::housekeeping::ask_once(
+            models,
+            crate::housekeeping::SUMMARY_PROMPT,
+            conversation,
+            400,
+            Some(0.0),
+        )
+        .await?;
         if summary.trim().is_empty() {
             return Err(ConsolidationError::EmptySummary);
         }
@@ -558,6 +588,21 @@ impl Agent {
         input: impl Into<UserInput>,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<TurnOutcome, AgentError> {
+        self.run_turn_until(key, input, on_event, &CancellationToken::new())
+            .await
+    }
+
+    /// [`Agent::run_turn`], which `cancel` interrupts: the text the model had streamed of its
+    /// current answer is kept, marked as interrupted; interrupted while tools run, the
+    /// finished calls keep their results and every other call gets an error result, so the
+    /// transcript never holds a call without its result (providers reject that).
+    pub async fn run_turn_until(
+        &self,
+        key: &SessionKey,
+        input: impl Into<UserInput>,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, AgentError> {
         let input = input.into();
         let ctx = ToolContext {
             workspace: self.context.workspace().to_path_buf(),
@@ -578,7 +623,7 @@ impl Agent {
             run_id = %ctx.run_id,
         );
         let outcome = self
-            .run_steps(key, input, &ctx, on_event)
+            .run_steps(key, input, &ctx, on_event, cancel)
             .instrument(span)
             .await;
         if let Err(err) = &outcome {
@@ -595,9 +640,10 @@ impl Agent {
         input: UserInput,
         ctx: &ToolContext,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
+        cancel: &CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         let command = if input.images.is_empty() {
-            self.slash_command(key, input.text.trim()).await?
+            self.slash_command(key, input.text.trim(), on_event).await?
         } else {
             None
         };
@@ -742,24 +788,40 @@ impl Agent {
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 (*sink)(event);
             };
-            let answer = self
+            // What the user has seen of this answer, kept if they interrupt it.
+            let mut streamed = String::new();
+            let mut on_delta = |delta: ProviderDelta| match delta {
+                ProviderDelta::Text(text) => {
+                    streamed.push_str(&text);
+                    emit(AgentEvent::Token { text });
+                }
+                ProviderDelta::Reasoning(text) => emit(AgentEvent::Reasoning { text }),
+                ProviderDelta::Retry(notice) => emit(AgentEvent::Retry {
+                    provider: notice.provider,
+                    reason: notice.reason,
+                    delay_ms: u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
+                    attempt: notice.attempt,
+                    attempts: notice.attempts,
+                }),
+            };
+            let mut on_fallback = |fallback: nanocrab_provider::Fallback| {
+                emit(AgentEvent::ModelFallback {
+                    from: fallback.from,
+                    to: fallback.to,
+                    reason: fallback.reason,
+                });
+            };
+            let chat = self
                 .models
-                .chat(
-                    current,
-                    &request,
-                    &mut |delta| match delta {
-                        ProviderDelta::Text(text) => emit(AgentEvent::Token { text }),
-                        ProviderDelta::Reasoning(text) => emit(AgentEvent::Reasoning { text }),
-                    },
-                    &mut |fallback| {
-                        emit(AgentEvent::ModelFallback {
-                            from: fallback.from,
-                            to: fallback.to,
-                            reason: fallback.reason,
-                        });
-                    },
-                )
-                .await;
+                .chat(current, &request, &mut on_delta, &mut on_fallback);
+            let answer = tokio::select! {
+                biased;
+                () = cancel.cancelled() => None,
+                answer = chat => Some(answer),
+            };
+            let Some(answer) = answer else {
+                return self.interrupted(key, on_event, streamed, usage, iteration);
+            };
             let (answered_by, response) = match answer {
                 Ok(answer) => answer,
                 // The provider counted more tokens than the estimate did: compact, once, and
@@ -850,11 +912,19 @@ impl Agent {
                     text,
                     usage,
                     iterations: iteration,
+                    interrupted: false,
                 });
             }
 
             let mut results = Vec::with_capacity(calls.len());
             for call in &calls {
+                if cancel.is_cancelled() {
+                    results.push(ContentBlock::ToolResult(ToolResult::error(
+                        &call.id,
+                        "Error: interrupted by the user before it ran.",
+                    )));
+                    continue;
+                }
                 on_event(AgentEvent::ToolStart {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
@@ -873,7 +943,14 @@ impl Agent {
                         ),
                     )
                 } else {
-                    registry.execute(call, ctx).await
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => ToolResult::error(
+                            &call.id,
+                            "Error: interrupted by the user before it finished.",
+                        ),
+                        result = registry.execute(call, ctx) => result,
+                    }
                 };
                 on_event(AgentEvent::ToolEnd {
                     call_id: call.id.clone(),
@@ -890,6 +967,9 @@ impl Agent {
             self.store
                 .append(key, &[SessionEntry::now(results.clone())])?;
             history.push(results);
+            if cancel.is_cancelled() {
+                return self.interrupted(key, on_event, String::new(), usage, iteration);
+            }
 
             if refused_repeats >= MAX_REFUSED_REPEATS {
                 let text = "I stopped because I kept repeating the same tool call without making progress. Tell me how you'd like to continue.".to_owned();
@@ -919,15 +999,44 @@ impl Agent {
         Ok(finish(on_event, text, usage, iterations))
     }
 
+    /// Ends a turn the user interrupted: `streamed`, what they saw of the answer being
+    /// written, is kept with a note that it was cut short.
+    fn interrupted(
+        &self,
+        key: &SessionKey,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
+        streamed: String,
+        usage: Usage,
+        iterations: u32,
+    ) -> Result<TurnOutcome, AgentError> {
+        let kept = if streamed.trim().is_empty() {
+            INTERRUPTED_NOTE.to_owned()
+        } else {
+            format!("{}\n\n{INTERRUPTED_NOTE}", streamed.trim_end())
+        };
+        self.store
+            .append(key, &[SessionEntry::now(LlmMessage::assistant(kept))])?;
+        on_event(AgentEvent::Done {
+            text: streamed.clone(),
+        });
+        Ok(TurnOutcome {
+            text: streamed,
+            usage,
+            iterations,
+            interrupted: true,
+        })
+    }
+
     /// Answers `/new`, `/reset`, `/clear`, `/rag` and `/help` without the model. Other text,
     /// including unknown slash commands, is for the model.
     async fn slash_command(
         &self,
         key: &SessionKey,
         text: &str,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<Option<String>, AgentError> {
         Ok(match text {
-            "/new" | "/reset" | "/clear" => Some(self.new_conversation(key).await?),
+            "/new" | "/reset" | "/clear" => Some(self.new_conversation(key, on_event).await?),
             "/help" => Some(HELP_TEXT.to_owned()),
             "/rag on" | "/rag off" | "/rag" => Some(self.rag_command(key, text)?),
             _ => None,
@@ -936,13 +1045,20 @@ impl Agent {
 
     /// `/new`: what is left of the conversation is consolidated first, then the transcript is
     /// archived. A failed consolidation is reported; the archive keeps everything regardless.
-    async fn new_conversation(&self, key: &SessionKey) -> Result<String, AgentError> {
+    async fn new_conversation(
+        &self,
+        key: &SessionKey,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<String, AgentError> {
         let mut note = String::new();
         if self.consolidation.is_some() {
             let entries = self.store.load(key)?.entries;
             let done = self.store.settings(key)?.consolidated_entries;
             if done < entries.len() {
                 let rest = &entries[done..];
+                on_event(AgentEvent::Consolidating {
+                    messages: rest.len(),
+                });
                 if let Err(err) = self.consolidate(key, rest, entries.len()).await {
                     note = format!(" ({err}; the conversation is kept in the archive.)");
                 }
@@ -1001,5 +1117,6 @@ fn finish(
         text,
         usage,
         iterations,
+        interrupted: false,
     }
 }

@@ -71,10 +71,6 @@ impl Housekeeper {
         ask_once(&self.models, system, question, max_tokens, Some(0.0)).await
     }
 
-    pub(crate) fn calls_tools(&self) -> bool {
-        self.models.primary().profile.tools
-    }
-
     /// Whether `prompt` is short enough for this model, whose window is its own when it says
     /// so and `configured_window` otherwise.
     pub(crate) fn fits(&self, prompt: &str, configured_window: u32) -> bool {

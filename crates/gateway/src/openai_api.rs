@@ -286,6 +286,8 @@ fn stream(
                 | AgentEvent::Retrieval { .. }
                 | AgentEvent::Usage { .. }
                 | AgentEvent::ModelFallback { .. }
+                | AgentEvent::Retry { .. }
+                | AgentEvent::Consolidating { .. }
                 | AgentEvent::Done { .. }
                 | AgentEvent::Error { .. } => {}
             }

@@ -95,6 +95,25 @@ fn attempts_note(attempts: u32) -> String {
 }
 
 impl ProviderError {
+    /// What went wrong in a word or two, for a one-line notice: the HTTP status, the
+    /// in-stream error's kind, the connection failure; other errors say it whole.
+    pub fn brief(&self) -> String {
+        match self {
+            Self::Status { status, .. } => status.to_string(),
+            Self::Connect { detail, .. } => detail.clone(),
+            Self::Api { kind, .. } => kind.clone(),
+            Self::Stream { .. }
+            | Self::Client { .. }
+            | Self::BadModelName { .. }
+            | Self::UnknownProvider { .. }
+            | Self::MissingKey { .. }
+            | Self::MissingApiBase { .. }
+            | Self::Local { .. }
+            | Self::NotAChatModel { .. }
+            | Self::AllModelsFailed { .. } => self.to_string(),
+        }
+    }
+
     /// Worth trying again: rate limits, overloads, server errors and lost connections; not an
     /// exhausted quota, which answers 429 too but does not come back by waiting.
     pub fn is_retriable(&self) -> bool {

@@ -368,10 +368,19 @@ impl<W: WireFormat> LlmProvider for HttpProvider<W> {
                 Ok(response) => return Ok(response),
                 Err(err) if err.is_retriable() && !emitted && attempt <= policy.max_retries => {
                     let delay = policy.delay(attempt - 1, err.retry_after());
-                    tracing::warn!(
+                    // The user is told through the delta sink, in one line; the log keeps
+                    // the whole error for whoever asks for it.
+                    tracing::debug!(
                         "{}: attempt {attempt} failed ({err}); retrying in {delay:?}",
                         self.endpoint.provider
                     );
+                    on_delta(ProviderDelta::Retry(crate::provider::RetryNotice {
+                        provider: self.endpoint.provider.clone(),
+                        reason: err.brief(),
+                        delay,
+                        attempt: attempt + 1,
+                        attempts: policy.max_retries + 1,
+                    }));
                     tokio::time::sleep(delay).await;
                 }
                 Err(mut err) => {

@@ -32,7 +32,7 @@ pub use profile::{
     MaxTokensField, ModelProfile, ModelRule, ProfilePatch, ReasoningEcho, Temperature,
     ToolCallContent, ToolCallIds,
 };
-pub use provider::{ChatRequest, ChatResponse, DeltaSink, LlmProvider, ProviderDelta};
+pub use provider::{ChatRequest, ChatResponse, DeltaSink, LlmProvider, ProviderDelta, RetryNotice};
 pub use registry::{PROVIDERS, Protocol, ProviderSpec, detect, spec, spec_for_model};
 pub use resolve::{
     ProviderStatus, Readiness, ResolvedModel, model_profile, provider_statuses, resolve_model,

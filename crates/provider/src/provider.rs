@@ -31,6 +31,21 @@ pub struct ChatResponse {
 pub enum ProviderDelta {
     Text(String),
     Reasoning(String),
+    /// The request failed and is about to be sent again: nothing of the answer has come yet.
+    Retry(RetryNotice),
+}
+
+/// A failed attempt that is tried again, as the user is told of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryNotice {
+    pub provider: String,
+    /// The HTTP status, or the kind of the error: see [`crate::ProviderError::brief`].
+    pub reason: String,
+    pub delay: std::time::Duration,
+    /// The number of the attempt about to be made, counting the first.
+    pub attempt: u32,
+    /// The most attempts that will be made.
+    pub attempts: u32,
 }
 
 /// Where an adapter pushes [`ProviderDelta`]s as they arrive.

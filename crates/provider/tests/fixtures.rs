@@ -66,6 +66,7 @@ async fn replay(protocol: Protocol, bytes: &[u8], chunk: usize) -> String {
     let result = replay_stream(protocol, chunks, &mut |delta| match delta {
         ProviderDelta::Text(t) => text.push_str(&t),
         ProviderDelta::Reasoning(r) => reasoning.push_str(&r),
+        ProviderDelta::Retry(notice) => panic!("a replay never retries: {notice:?}"),
     })
     .await;
     render(&text, &reasoning, result)
@@ -109,6 +110,7 @@ async fn check_whole_answers(paths: &[String]) {
         let result = replay_whole(protocol_of(path), body, &mut |delta| match delta {
             ProviderDelta::Text(t) => text.push_str(&t),
             ProviderDelta::Reasoning(r) => reasoning.push_str(&r),
+            ProviderDelta::Retry(notice) => panic!("a replay never retries: {notice:?}"),
         })
         .await;
         insta::assert_snapshot!(snapshot_name(path), render(&text, &reasoning, result));

@@ -97,6 +97,7 @@ async fn a_local_model_streams_its_answer_with_usage_and_the_agent_knows_its_lim
         .chat(&request(8), &mut |delta| match delta {
             ProviderDelta::Text(text) => streamed.push_str(&text),
             ProviderDelta::Reasoning(_) => panic!("no reasoning from a local model"),
+            ProviderDelta::Retry(notice) => panic!("a local model is not retried: {notice:?}"),
         })
         .await
         .unwrap();

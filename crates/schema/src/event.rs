@@ -39,6 +39,18 @@ pub enum AgentEvent {
         to: String,
         reason: String,
     },
+    /// A model call failed in a way worth retrying (`reason`: the HTTP status, or the error's
+    /// kind) and is sent again after `delay_ms`, as attempt `attempt` of at most `attempts`.
+    Retry {
+        provider: String,
+        reason: String,
+        delay_ms: u64,
+        attempt: u32,
+        attempts: u32,
+    },
+    /// `messages` messages are being folded into the memory files: a model call that may
+    /// take a while (`/new`, or before older history is summarised).
+    Consolidating { messages: usize },
     /// The run finished with this final answer.
     Done { text: String },
     /// The run failed; `message` is safe to show the user.

@@ -43,7 +43,8 @@
 //!   body at arbitrary byte boundaries and [`Reply::with_chunk_delay`] paces the frames.
 //! - Errors ([`Reply::error`] with an [`ApiError`]) use each provider's own status and body
 //!   shape; [`Reply::status`] sends anything else; [`Reply::stream_error_after`] fails inside
-//!   a 200 stream.
+//!   a 200 stream; [`Reply::stall_after`] streams some text and then holds the stream open
+//!   until the client goes away.
 //! - [`Reply::fixture`] replays a recorded file from `shared/fixtures/`.
 //! - [`Reply::echo`] answers `echo: <the last user message>`: as the fallback, it lets
 //!   concurrent conversations each get their own answer; [`MockLlm::peak_concurrency`] tells

@@ -53,6 +53,8 @@ enum Body {
     Answer(Vec<Part>),
     /// Streams the answer's parts, then an in-stream error event instead of the end.
     StreamError(Vec<Part>),
+    /// Streams the answer's parts, then neither ends nor fails: the stream stays open.
+    Stall(Vec<Part>),
     Error(ApiError),
     Status {
         status: StatusCode,
@@ -106,6 +108,8 @@ pub(crate) struct Rendered {
     pub status: StatusCode,
     pub content_type: &'static str,
     pub frames: Vec<Bytes>,
+    /// After the frames the body stays open, sending nothing, until the client goes away.
+    pub hold: bool,
 }
 
 /// The endpoint a request hit, which decides the wire format of the reply.
@@ -280,6 +284,17 @@ impl Reply {
         }
     }
 
+    /// A 200 stream that sends `text` and then stalls: no end, no error, the connection held
+    /// open until the client goes away, like a model that hangs mid-answer (or a user who
+    /// interrupts it before it is done). A non-stream request gets the status line and
+    /// headers, then nothing.
+    pub fn stall_after(text: impl Into<String>) -> Self {
+        Self {
+            body: Body::Stall(vec![Part::Text(text.into())]),
+            ..Self::parts(Vec::new())
+        }
+    }
+
     /// Replays a recorded fixture (path relative to `shared/fixtures/`): `.sse` byte for byte
     /// as `text/event-stream`; `.chunks.txt` framed as SSE for the endpoint hit (see
     /// [`chunks_to_sse`]); `.json` as `application/json`, with the status taken from an
@@ -419,6 +434,32 @@ impl Reply {
                 StatusCode::OK,
                 &openai_responses::response(parts, request, usage, stop),
             ),
+            // The failing stream without its error event(s): the answer's parts, then silence.
+            (Body::Stall(parts), _) if stream => {
+                let failing = Self {
+                    body: Body::StreamError(parts.clone()),
+                    chunk_size: None,
+                    ..self.clone()
+                }
+                .render(endpoint, request);
+                let error_events = match endpoint {
+                    Endpoint::OpenAiResponses => 2,
+                    Endpoint::AnthropicMessages | Endpoint::OpenAiChat | Endpoint::Gemini => 1,
+                };
+                let mut frames = failing.frames;
+                frames.truncate(frames.len().saturating_sub(error_events));
+                Rendered {
+                    frames,
+                    hold: true,
+                    ..failing
+                }
+            }
+            (Body::Stall(_), _) => Rendered {
+                status: StatusCode::OK,
+                content_type: "application/json",
+                frames: Vec::new(),
+                hold: true,
+            },
             (
                 Body::StreamError(_),
                 Endpoint::AnthropicMessages
@@ -493,6 +534,7 @@ fn sse(events: Vec<String>) -> Rendered {
         status: StatusCode::OK,
         content_type: "text/event-stream",
         frames: events.into_iter().map(Bytes::from).collect(),
+        hold: false,
     }
 }
 
@@ -501,6 +543,7 @@ fn json(status: StatusCode, body: &Value) -> Rendered {
         status,
         content_type: "application/json",
         frames: vec![Bytes::from(body.to_string())],
+        hold: false,
     }
 }
 
@@ -522,6 +565,7 @@ fn fixture(path: &str, endpoint: Endpoint) -> Rendered {
             status: error_status_in_name(path).unwrap_or(StatusCode::OK),
             content_type: "application/json",
             frames: vec![Bytes::from(bytes)],
+            hold: false,
         };
     }
     let body = if path.ends_with(".chunks.txt") {
@@ -545,6 +589,7 @@ fn fixture(path: &str, endpoint: Endpoint) -> Rendered {
         status: StatusCode::OK,
         content_type: "text/event-stream",
         frames: vec![Bytes::from(body)],
+        hold: false,
     }
 }
 

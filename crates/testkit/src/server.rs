@@ -264,9 +264,11 @@ async fn answer(
     // frame by frame.
     let chunk_delay = reply.chunk_delay();
     let body = match <[Bytes; 1]>::try_from(rendered.frames) {
-        Ok([whole]) if rendered.content_type == "application/json" => Body::from(whole),
-        Ok(frames) => Body::from_stream(paced(frames.into(), chunk_delay)),
-        Err(frames) => Body::from_stream(paced(frames, chunk_delay)),
+        Ok([whole]) if rendered.content_type == "application/json" && !rendered.hold => {
+            Body::from(whole)
+        }
+        Ok(frames) => Body::from_stream(paced(frames.into(), chunk_delay, rendered.hold)),
+        Err(frames) => Body::from_stream(paced(frames, chunk_delay, rendered.hold)),
     };
     let mut response = (
         rendered.status,
@@ -334,15 +336,23 @@ fn embeddings(body: &Value) -> Response {
     .into_response()
 }
 
-/// The frames of a body, `delay` apart.
+/// The frames of a body, `delay` apart; with `hold`, the body then stays open, sending nothing.
 fn paced(
     frames: Vec<Bytes>,
     delay: Duration,
-) -> impl futures::Stream<Item = Result<Bytes, Infallible>> {
-    futures::stream::iter(frames.into_iter().enumerate()).then(move |(index, frame)| async move {
-        if index > 0 && !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        Ok(frame)
-    })
+    hold: bool,
+) -> futures::stream::BoxStream<'static, Result<Bytes, Infallible>> {
+    let frames = futures::stream::iter(frames.into_iter().enumerate()).then(
+        move |(index, frame)| async move {
+            if index > 0 && !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            Ok(frame)
+        },
+    );
+    if hold {
+        frames.chain(futures::stream::pending()).boxed()
+    } else {
+        frames.boxed()
+    }
 }

@@ -23,6 +23,7 @@ mod sandbox;
 mod security;
 mod sessions;
 mod skills;
+mod terminal;
 mod tool_loop;
 mod usage;
 mod wasm_tools;

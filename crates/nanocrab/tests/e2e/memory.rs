@@ -190,9 +190,9 @@ fn older_conversation_is_consolidated_after_the_answer_and_new_consolidates_the_
     assert_eq!(run.stdout, "Booked.\n", "the answer comes first");
     assert!(
         run.stderr.contains(
-            "⟳ memory: 4 messages consolidated into memory/HISTORY.md and memory/MEMORY.md"
+            "  ⟳ consolidating memory (4 messages)…\n  ⟳ memory: 4 messages consolidated into memory/HISTORY.md and memory/MEMORY.md"
         ),
-        "{}",
+        "progress first, then what was done: {}",
         run.stderr
     );
     let memory_dir = home.workspace().join("memory");
