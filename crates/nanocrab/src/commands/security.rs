@@ -99,6 +99,15 @@ pub fn audit(env: &Env, fix: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether other machines can reach the gateway at `gateway.host` (it then needs a token).
+pub fn exposed(gateway: &nanocrab_config::GatewayConfig) -> bool {
+    (gateway.host.as_str(), gateway.port)
+        .to_socket_addrs()
+        .map(|mut addresses| addresses.any(|a| !a.ip().is_loopback()))
+        // A host that does not resolve is not loopback either.
+        .unwrap_or(true)
+}
+
 /// What in the config opens the agent up more than the defaults.
 fn settings(config: &Config) -> Vec<Finding> {
     let mut findings: Vec<Finding> = config
@@ -124,12 +133,7 @@ fn settings(config: &Config) -> Vec<Finding> {
         .as_deref()
         .map(str::trim)
         .filter(|t| !t.is_empty());
-    let exposed = (gateway.host.as_str(), gateway.port)
-        .to_socket_addrs()
-        .map(|mut addresses| addresses.any(|a| !a.ip().is_loopback()))
-        // A host that does not resolve is not loopback either.
-        .unwrap_or(true);
-    match (exposed, token) {
+    match (exposed(gateway), token) {
         (true, None) => findings.push(Finding {
             severity: Severity::Risk,
             place: "gateway.host".into(),

@@ -113,12 +113,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         .as_deref()
         .map(str::trim)
         .is_some_and(|token| !token.is_empty());
-    let exposed = (gateway.host.as_str(), gateway.port)
-        .to_socket_addrs()
-        .map(|mut addresses| addresses.any(|a| !a.ip().is_loopback()))
-        // A host that does not resolve is not loopback either.
-        .unwrap_or(true);
-    let auth = match (token, exposed) {
+    let auth = match (token, super::security::exposed(gateway)) {
         (true, _) => "token set",
         (false, false) => "no token: loopback clients only",
         (false, true) => {
