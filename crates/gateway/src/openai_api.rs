@@ -5,9 +5,9 @@
 //! `model` names the agent: `nanocrab` (or `main`) for the default one, an id of
 //! `agents.entries`, or `provider/model` for the default agent on another model. A request
 //! belongs to a session: the `X-Nanocrab-Session` header or the `user` field names it
-//! (`agent:<agent>:openai:<name>`), and without either each request is a conversation of its
-//! own. Turns go through the same scheduler as chat messages, so a session never runs two at
-//! once.
+//! (`agent:<agent>:openai:<name>`), and without either it is the API client's one session
+//! (`agent:<agent>:openai:default`). Turns go through the same scheduler as chat messages, so
+//! a session never runs two at once.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -34,6 +34,8 @@ use crate::turns::{SubmitError, TurnRequest, TurnTicket};
 pub const DEFAULT_MODEL_NAME: &str = "nanocrab";
 /// The header naming a request's session.
 pub const SESSION_HEADER: &str = "x-nanocrab-session";
+/// The session name of requests that give neither the header nor `user`.
+pub const DEFAULT_SESSION_NAME: &str = "default";
 
 /// The `/v1/*` routes, to be mounted behind the token with [`crate::server::app`].
 pub fn openai_routes() -> Router<ServerState> {
@@ -123,7 +125,10 @@ fn start_turn(
         }
         None => match request.user.as_deref().map(str::trim) {
             Some(user) if !user.is_empty() => key_part(user),
-            Some(_) | None => format!("req-{}", uuid::Uuid::new_v4().simple()),
+            // The gateway has one token, so every caller is the same client, its owner: its
+            // requests continue one conversation as a chat's messages do, rather than each
+            // leaving a session behind. The name says nothing of the token.
+            Some(_) | None => DEFAULT_SESSION_NAME.to_owned(),
         },
     };
     let session = SessionKey::parse(&format!("agent:{agent_id}:openai:{name}"))

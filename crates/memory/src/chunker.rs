@@ -19,8 +19,9 @@ pub struct Chunk {
     pub text: String,
 }
 
-/// Splits markdown (or plain text, which has no headings) into chunks. Blank sections are
-/// left out; `#` lines inside fenced code blocks are not headings.
+/// Splits markdown (or plain text, which has no headings) into chunks. Blank sections, and
+/// sections that are only their heading, are left out; `#` lines inside fenced code blocks
+/// are not headings.
 pub fn chunk_markdown(text: &str) -> Vec<Chunk> {
     let mut chunks = Vec::new();
     let mut headings: Vec<(usize, String)> = Vec::new();
@@ -71,7 +72,11 @@ fn window(lines: &[(usize, &str)], heading: &str, chunks: &mut Vec<Chunk>) {
         let piece = &lines[start..end];
         let first = piece.iter().position(|(_, l)| !l.trim().is_empty());
         let last = piece.iter().rposition(|(_, l)| !l.trim().is_empty());
-        if let (Some(first), Some(last)) = (first, last) {
+        // A heading with nothing under it (the templates' `## Preferences` waiting to be
+        // filled in) says nothing a search could want; its words stay findable in the
+        // headings of the sections below it.
+        let only_heading = !heading.is_empty() && start == 0 && first == Some(0) && last == first;
+        if let (Some(first), Some(last), false) = (first, last, only_heading) {
             let piece = &piece[first..=last];
             chunks.push(Chunk {
                 start_line: piece[0].0,
@@ -109,15 +114,29 @@ mod tests {
             summary,
             vec![
                 (1, 1, ""),
-                (3, 3, "Projects"),
                 (4, 8, "Projects > nanocrab"),
                 (9, 11, "Projects > garden"),
                 (12, 13, "People"),
             ]
         );
         assert_eq!(
-            chunks[2].text,
+            chunks[1].text,
             "## nanocrab\nRust assistant.\n```\n# not a heading\n```"
+        );
+    }
+
+    #[test]
+    fn headings_with_nothing_under_them_are_not_chunks() {
+        let template = "# Long-term memory\n\n## About the user\n\n## Preferences\n- Tea, no sugar.\n\n## Projects\n   \n## Decisions and facts\n";
+        let chunks = chunk_markdown(template);
+        assert_eq!(
+            chunks,
+            vec![Chunk {
+                start_line: 5,
+                end_line: 6,
+                heading: "Long-term memory > Preferences".into(),
+                text: "## Preferences\n- Tea, no sugar.".into(),
+            }]
         );
     }
 

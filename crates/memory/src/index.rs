@@ -18,8 +18,9 @@ use crate::documents::document_text;
 use crate::embedding::{EmbeddingProvider, EmbeddingSetup};
 use crate::ranking::{SearchOptions, fuse, rank};
 
-/// Bumped when the tables change; an index of another version is rebuilt.
-const SCHEMA_VERSION: i64 = 2;
+/// Bumped when the tables change, or what the chunker makes of a file (3: headings with
+/// nothing under them are not chunks); an index of another version is rebuilt.
+const SCHEMA_VERSION: i64 = 3;
 /// Chunks embedded per model call and per transaction: a killed indexer loses at most one.
 const EMBED_BATCH: usize = 32;
 /// Candidates each method brings to fusion: enough that a note ranked low by one method but

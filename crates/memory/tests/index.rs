@@ -144,10 +144,15 @@ fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
     index.sync().unwrap();
     assert_eq!(counts(&index.sync().unwrap()), (4, 0, 0, 0));
 
-    // Rewritten with the same bytes: a new mtime, no new chunks.
+    // Rewritten with the same bytes: a new mtime (set, not waited for), no new chunks.
     let memory = std::fs::read_to_string(ws.join("memory/MEMORY.md")).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(20));
     write(&ws, "memory/MEMORY.md", &memory);
+    std::fs::File::options()
+        .write(true)
+        .open(ws.join("memory/MEMORY.md"))
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000))
+        .unwrap();
     let report = index.sync().unwrap();
     assert_eq!((counts(&report), report.chunks), ((4, 0, 0, 0), 0));
 
@@ -436,4 +441,63 @@ fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
             .hits
             .is_empty()
     );
+}
+
+/// `memory/MEMORY.md` as `nanocrab onboard` writes it, with one fact filled in.
+const MEMORY_TEMPLATE: &str = "# Long-term memory\n\n## About the user\n\n## Preferences\n- Tea, no sugar.\n\n## Projects\n\n## Decisions and facts\n";
+
+#[test]
+fn headings_with_nothing_under_them_are_never_hits() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("workspace");
+    write(&ws, "memory/MEMORY.md", MEMORY_TEMPLATE);
+    let mut index = MemoryIndex::open(&dir.path().join("state/memory-index.sqlite"), &ws).unwrap();
+    assert_eq!(index.sync().unwrap().chunks, 1);
+    for query in ["about the user", "projects", "decisions and facts"] {
+        assert_eq!(
+            paths(&index.search(query, &SearchOptions::new(10)).unwrap().hits),
+            Vec::<String>::new(),
+            "{query}"
+        );
+    }
+    // The filled-in section is found by its heading's words, and by its parent's.
+    for query in ["preferences", "long-term memory", "tea"] {
+        assert_eq!(
+            paths(&index.search(query, &SearchOptions::new(10)).unwrap().hits),
+            vec!["memory/MEMORY.md:5-6"],
+            "{query}"
+        );
+    }
+}
+
+#[test]
+fn an_index_from_before_empty_headings_were_left_out_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("workspace");
+    write(&ws, "memory/MEMORY.md", MEMORY_TEMPLATE);
+    let db = dir.path().join("state/memory-index.sqlite");
+    MemoryIndex::open(&db, &ws).unwrap().sync().unwrap();
+    // What the version 2 chunker made of the template: a chunk for each heading.
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "UPDATE meta SET value = '2' WHERE key = 'schema_version';
+             INSERT INTO chunks (path, start_line, end_line, heading, text, hash)
+               VALUES ('memory/MEMORY.md', 8, 8, 'Long-term memory > Projects', '## Projects', 'h');
+             INSERT INTO chunks_fts (rowid, heading, text)
+               VALUES (last_insert_rowid(), 'Long-term memory > Projects', '## Projects');",
+        )
+        .unwrap();
+    }
+    let index = MemoryIndex::open(&db, &ws).unwrap();
+    assert_eq!(
+        paths(
+            &index
+                .search("projects", &SearchOptions::new(10))
+                .unwrap()
+                .hits
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(index.status().unwrap().chunks, 1);
 }

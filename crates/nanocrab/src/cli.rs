@@ -121,7 +121,11 @@ fn parse_since(text: &str) -> Result<jiff::Timestamp, String> {
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
     /// List sessions, most recently updated first.
-    List,
+    List {
+        /// Print them as a JSON array, with exact timestamps.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print every message, tool call and tool result of a session.
     Show {
         key: String,

@@ -64,6 +64,9 @@ pub enum ExecPlan {
 pub struct ExecPolicy {
     mode: ExecMode,
     safe_bins: Vec<String>,
+    /// How long allowlist mode waits for the parse ([`ANALYSIS_DEADLINE`] unless a test
+    /// shortens it).
+    analysis_limit: std::time::Duration,
 }
 
 impl ExecPolicy {
@@ -81,7 +84,17 @@ impl ExecPolicy {
         Ok(Self {
             mode: config.mode,
             safe_bins,
+            analysis_limit: ANALYSIS_DEADLINE,
         })
+    }
+
+    /// The same policy waiting at most `limit` for a command's parse, so that a test can
+    /// reach the refusal without depending on how fast this machine parses.
+    pub fn with_analysis_limit(self, limit: std::time::Duration) -> Self {
+        Self {
+            analysis_limit: limit,
+            ..self
+        }
     }
 
     pub fn mode(&self) -> ExecMode {
@@ -135,13 +148,17 @@ impl ExecPolicy {
                     .map_err(|err| {
                         Denial::new(format!("cannot start the command analysis: {err}"))
                     })?;
-                match receiver.recv_timeout(ANALYSIS_DEADLINE) {
+                match receiver.recv_timeout(self.analysis_limit) {
                     Ok(result) => result,
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Denial::new(format!(
-                        "the command could not be analysed within {} s (the shell parser \
+                        "the command could not be analysed within {} (the shell parser \
                          backtracks on some unbalanced brackets); allowlist mode refuses it: \
                          run a simpler command",
-                        ANALYSIS_DEADLINE.as_secs()
+                        if self.analysis_limit.subsec_nanos() == 0 {
+                            format!("{} s", self.analysis_limit.as_secs())
+                        } else {
+                            format!("{:.1} s", self.analysis_limit.as_secs_f64())
+                        }
                     ))),
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                         Err(Denial::new("the command analysis failed"))

@@ -59,7 +59,8 @@ struct Slot {
     name: String,
     turn: tokio::sync::Mutex<()>,
     model: Arc<Mutex<Option<ChatModel>>>,
-    last_used: Mutex<Instant>,
+    /// On tokio's clock, as the idle watcher's sleeps are, so that a test can move both.
+    last_used: Mutex<tokio::time::Instant>,
 }
 
 impl LocalModels {
@@ -144,7 +145,7 @@ impl LocalModels {
                     name: name.to_owned(),
                     turn: tokio::sync::Mutex::new(()),
                     model: Arc::new(Mutex::new(None)),
-                    last_used: Mutex::new(Instant::now()),
+                    last_used: Mutex::new(tokio::time::Instant::now()),
                 })
             })
             .clone()
@@ -309,7 +310,7 @@ impl LlmProvider for LocalProvider {
         *slot
             .last_used
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+            .unwrap_or_else(PoisonError::into_inner) = tokio::time::Instant::now();
         drop(turn);
         if loaded_now && let Some(unload_after) = shared.unload_after {
             LocalModels::watch_idle(&slot, unload_after);

@@ -153,7 +153,10 @@ async fn an_answer_cut_at_max_tokens_says_so() {
     );
 }
 
-#[tokio::test]
+// On a paused clock, which jumps to the next timer only when no task can run and no blocking
+// work (the model's) is under way: the idle watcher and the test sleep on the same clock,
+// whatever this machine's speed.
+#[tokio::test(start_paused = true)]
 async fn an_idle_model_is_unloaded_and_loaded_again_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let local = installed(
@@ -169,8 +172,18 @@ async fn an_idle_model_is_unloaded_and_loaded_again_when_asked() {
         .await
         .unwrap();
     assert!(local.is_loaded("tiny"));
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(!local.is_loaded("tiny"));
+    // Used again just before it would go: the idle time starts over.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let again = resolved
+        .provider
+        .chat(&request(4), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(again.content, first.content);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(local.is_loaded("tiny"), "idle for 150 ms only");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!local.is_loaded("tiny"), "idle for 250 ms");
     let second = resolved
         .provider
         .chat(&request(4), &mut |_| {})

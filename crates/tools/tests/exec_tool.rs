@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nanocrab_config::{ExecConfig, ExecMode, SandboxConfig, SandboxMode, ToolsConfig};
 use nanocrab_policy::{ExecPolicy, PathGuard};
@@ -192,32 +192,49 @@ async fn full_mode_runs_through_sh_in_the_working_dir() {
     );
 }
 
-#[tokio::test]
+// On a paused clock the timeout fires only once nothing can run and no blocking work is under
+// way: here, once the grandchild has opened the pipe the test holds, so by then the command
+// has printed `started`, on a machine of any speed. Whether the grandchild was killed is read
+// from the pipe: it closes when the grandchild dies, with nothing written if it was killed.
+#[tokio::test(start_paused = true)]
 async fn timeout_kills_the_whole_group_including_grandchildren() {
     let fx = Fixture::new();
     let tool = fx.tool(ExecMode::Full, Duration::from_millis(700));
-    let marker = fx.ws().join("grandchild-survived");
-    let command = format!(
-        "echo started; (sleep 2; echo x > {}) & sleep 30",
-        marker.display()
+    let pipe = fx.ws().join("grandchild");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&pipe)
+            .status()
+            .unwrap()
+            .success()
     );
-    let started = Instant::now();
+    let opened = {
+        let pipe = pipe.clone();
+        tokio::task::spawn_blocking(move || std::fs::File::open(pipe).unwrap())
+    };
+    let command = format!(
+        "echo started; (sleep 30; echo survived) > {} & sleep 60",
+        pipe.display()
+    );
     let err = tool
         .call(json!({"command": command}), &ToolContext::new(fx.ws()))
         .await
         .unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert!(matches!(err, ToolError::TimedOut { .. }));
     assert_eq!(
         err.to_string(),
         "the command timed out after 0.7 s and was killed with its whole process group; output \
          so far:\n[stdout]\nstarted\n"
     );
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert!(
-        !marker.exists(),
-        "the backgrounded grandchild was not killed"
-    );
+    let mut pipe = opened.await.unwrap();
+    let written = tokio::task::spawn_blocking(move || {
+        let mut written = String::new();
+        std::io::Read::read_to_string(&mut pipe, &mut written).unwrap();
+        written
+    })
+    .await
+    .unwrap();
+    assert_eq!(written, "", "the backgrounded grandchild was not killed");
 }
 
 #[tokio::test]

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use nanocrab_config::ToolsConfig;
 use nanocrab_policy::{CapabilityGrant, CapabilityPattern, GrantSource, Grants, PathGuard};
@@ -421,19 +420,13 @@ async fn an_endless_loop_with_plenty_of_fuel_is_stopped_at_its_wall_time() {
     let mut wasm = ws.wasm_tools(&[]);
     let mut registry = registry(&[]);
     wasm.sync(&mut registry);
-    let started = Instant::now();
-    let result = call(&registry, &ws, "spin", json!({})).await;
-    let elapsed = started.elapsed();
+    // The fuel would last far longer than the wall time on any machine.
     assert_eq!(
-        result,
+        call(&registry, &ws, "spin", json!({})).await,
         error(
             "Error: the WASM tool `spin` ran longer than its wall-time limit of 200 ms \
              (`limits.timeoutMs` in its tool.json) and was stopped"
         )
-    );
-    assert!(
-        elapsed >= Duration::from_millis(200) && elapsed < Duration::from_secs(3),
-        "stopped after {elapsed:?}"
     );
 }
 
@@ -484,10 +477,8 @@ async fn echo_server() -> (String, Arc<Mutex<Vec<String>>>) {
     let app = axum::Router::new()
         .route(
             "/slow",
-            axum::routing::get(|| async {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                "late"
-            }),
+            // Never answers: only the tool's wall time can end a call to it.
+            axum::routing::get(std::future::pending::<&'static str>),
         )
         .route(
             "/weather",
@@ -682,25 +673,18 @@ async fn a_slow_host_call_is_cut_at_the_tools_wall_time() {
     let mut wasm = ws.wasm_tools(&[]);
     let mut registry = registry(&["net:127.0.0.1"]);
     wasm.sync(&mut registry);
-    let started = Instant::now();
-    let result = call(
-        &registry,
-        &ws,
-        "weather",
-        json!({"url": format!("{base}/slow")}),
-    )
-    .await;
-    let elapsed = started.elapsed();
     assert_eq!(
-        result,
+        call(
+            &registry,
+            &ws,
+            "weather",
+            json!({"url": format!("{base}/slow")}),
+        )
+        .await,
         error(
             "Error: the WASM tool `weather` ran longer than its wall-time limit of 300 ms \
              (`limits.timeoutMs` in its tool.json) and was stopped"
         )
-    );
-    assert!(
-        elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(3),
-        "stopped after {elapsed:?}"
     );
 }
 

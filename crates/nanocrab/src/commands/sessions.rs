@@ -1,5 +1,5 @@
 use anyhow::{Context as _, bail};
-use nanocrab_memory::SessionStore;
+use nanocrab_memory::{SessionStore, SessionSummary};
 use nanocrab_schema::{ContentBlock, Role, SessionKey};
 
 use super::Env;
@@ -8,19 +8,26 @@ use crate::cli::SessionsCommand;
 pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
     let store = SessionStore::new(env.paths.sessions_dir());
     match command {
-        SessionsCommand::List => {
+        SessionsCommand::List { json } => {
             let sessions = store.list()?;
-            if sessions.is_empty() {
+            if json {
+                let list: Vec<serde_json::Value> = sessions
+                    .iter()
+                    .map(|s| {
+                        serde_json::json!({
+                            "key": s.key.as_str(),
+                            "messages": s.messages,
+                            "createdAt": s.created_at,
+                            "updatedAt": s.updated_at,
+                            "title": s.title,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else if sessions.is_empty() {
                 println!("no sessions yet in {}", env.paths.sessions_dir().display());
-            }
-            for s in sessions {
-                println!(
-                    "{:<32} {:>4} messages  {}  {}",
-                    s.key,
-                    s.messages,
-                    s.updated_at.as_deref().unwrap_or("-"),
-                    s.title
-                );
+            } else {
+                print!("{}", table(&sessions, &jiff::Zoned::now()));
             }
         }
         SessionsCommand::Show { key, json } => {
@@ -118,9 +125,112 @@ pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `sessions list`: a header and aligned columns, each session's last message as a time ago
+/// (seen from `now`), its title last since it has no width to keep.
+fn table(sessions: &[SessionSummary], now: &jiff::Zoned) -> String {
+    let ago = |updated: Option<&str>| {
+        let Some(text) = updated else {
+            return "-".to_owned();
+        };
+        let Ok(then) = text.parse::<jiff::Timestamp>() else {
+            return text.to_owned();
+        };
+        let seconds = now.timestamp().as_second() - then.as_second();
+        match seconds {
+            ..60 => "just now".to_owned(),
+            60..3_600 => format!("{} min ago", seconds / 60),
+            3_600..86_400 => format!("{} h ago", seconds / 3_600),
+            86_400..172_800 => "yesterday".to_owned(),
+            172_800..604_800 => format!("{} days ago", seconds / 86_400),
+            _ => then.to_zoned(now.time_zone().clone()).date().to_string(),
+        }
+    };
+    let rows: Vec<[String; 4]> = sessions
+        .iter()
+        .map(|s| {
+            [
+                s.key.to_string(),
+                s.messages.to_string(),
+                ago(s.updated_at.as_deref()),
+                s.title.clone(),
+            ]
+        })
+        .collect();
+    let header = ["KEY", "MESSAGES", "UPDATED", "TITLE"].map(String::from);
+    let width = |column: usize| {
+        std::iter::once(&header)
+            .chain(&rows)
+            .map(|row| row[column].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let (key, messages, updated) = (width(0), width(1), width(2));
+    std::iter::once(&header)
+        .chain(&rows)
+        .map(|[k, m, u, t]| {
+            format!("{k:<key$}  {m:>messages$}  {u:<updated$}  {t}")
+                .trim_end()
+                .to_owned()
+                + "\n"
+        })
+        .collect()
+}
+
 fn indent(text: &str) -> String {
     text.lines()
         .map(|line| format!("    {line}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nanocrab_schema::SessionKey;
+
+    fn summary(
+        key: &str,
+        messages: usize,
+        updated_at: Option<&str>,
+        title: &str,
+    ) -> SessionSummary {
+        SessionSummary {
+            key: SessionKey::parse(key).unwrap(),
+            messages,
+            created_at: None,
+            updated_at: updated_at.map(String::from),
+            title: title.to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_list_has_a_header_aligned_columns_and_times_ago() {
+        let now: jiff::Zoned = "2026-03-15T12:00:00+01:00[+01:00]".parse().unwrap();
+        let sessions = [
+            summary(
+                "cli:default",
+                4,
+                Some("2026-03-15T10:59:30Z"),
+                "what is in my workspace?",
+            ),
+            summary(
+                "agent:main:openai:default",
+                12,
+                Some("2026-03-15T10:58:00Z"),
+                "hello",
+            ),
+            summary(
+                "telegram:42",
+                130,
+                Some("2026-03-15T08:10:00Z"),
+                "the dentist",
+            ),
+            summary("cli:yesterday", 2, Some("2026-03-14T09:00:00Z"), ""),
+            summary("cli:week", 1, Some("2026-03-09T12:00:00Z"), "plans"),
+            summary("cli:old", 7, Some("2026-01-31T23:30:00Z"), "taxes"),
+            summary("cli:empty", 0, None, ""),
+            summary("cli:odd", 1, Some("not a time"), "hand-edited"),
+        ];
+        insta::assert_snapshot!(table(&sessions, &now));
+    }
 }
