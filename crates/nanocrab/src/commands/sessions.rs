@@ -23,11 +23,11 @@ pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
                         })
                     })
                     .collect();
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                outln!("{}", serde_json::to_string_pretty(&list)?)?;
             } else if sessions.is_empty() {
-                println!("no sessions yet in {}", env.paths.sessions_dir().display());
+                outln!("no sessions yet in {}", env.paths.sessions_dir().display())?;
             } else {
-                print!("{}", table(&sessions, &jiff::Zoned::now()));
+                out!("{}", table(&sessions, &jiff::Zoned::now()))?;
             }
         }
         SessionsCommand::Show { key, json } => {
@@ -40,23 +40,23 @@ pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
                 let path = store.path(&key);
                 let text = std::fs::read_to_string(&path)
                     .with_context(|| format!("cannot read {}", path.display()))?;
-                print!("{text}");
+                out!("{text}")?;
                 return Ok(());
             }
             let session = store.load(&key)?;
-            println!("session {key}");
+            outln!("session {key}")?;
             for (index, entry) in session.entries.iter().enumerate() {
                 if let Some(compaction) = &session.compaction
                     && compaction.through == index
                 {
-                    println!(
+                    outln!(
                         "[{}] (the model now gets this summary instead of the {index} messages above)\n{}",
                         compaction
                             .timestamp
                             .get(..19)
                             .unwrap_or(&compaction.timestamp),
                         indent(&compaction.summary)
-                    );
+                    )?;
                 }
                 let time = entry.timestamp.get(..19).unwrap_or(&entry.timestamp);
                 let who = match entry.role {
@@ -65,14 +65,14 @@ pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
                 };
                 for block in &entry.content {
                     match block {
-                        ContentBlock::Text { text } => println!("[{time}] {who}: {text}"),
+                        ContentBlock::Text { text } => outln!("[{time}] {who}: {text}")?,
                         ContentBlock::Thinking { thinking, .. } => {
-                            println!("[{time}] {who} (thinking): {thinking}")
+                            outln!("[{time}] {who} (thinking): {thinking}")?
                         }
                         ContentBlock::RedactedThinking { .. } => {
-                            println!("[{time}] {who} (redacted thinking)")
+                            outln!("[{time}] {who} (redacted thinking)")?
                         }
-                        ContentBlock::Image(image) => println!(
+                        ContentBlock::Image(image) => outln!(
                             "[{time}] {who} (image {}): {}",
                             image.media_type,
                             image
@@ -80,14 +80,14 @@ pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
                                 .as_ref()
                                 .map(|file| store.dir().join(file).display().to_string())
                                 .unwrap_or_else(|| "inline".to_owned())
-                        ),
-                        ContentBlock::ToolUse(call) => {
-                            println!(
-                                "[{time}] {who} → {} {} [{}]",
-                                call.name, call.input, call.id
-                            )
-                        }
-                        ContentBlock::ToolResult(result) => println!(
+                        )?,
+                        ContentBlock::ToolUse(call) => outln!(
+                            "[{time}] {who} → {} {} [{}]",
+                            call.name,
+                            call.input,
+                            call.id
+                        )?,
+                        ContentBlock::ToolResult(result) => outln!(
                             "[{time}] {} [{}]:\n{}",
                             if result.is_error {
                                 "tool error"
@@ -96,7 +96,7 @@ pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
                             },
                             result.tool_use_id,
                             indent(&result.content)
-                        ),
+                        )?,
                     }
                 }
                 if let (Some(model), Some(usage)) = (&entry.model, &entry.usage) {
@@ -107,18 +107,19 @@ pub fn run(env: &Env, command: SessionsCommand) -> anyhow::Result<()> {
                     if usage.cache_write_tokens > 0 {
                         cache.push_str(&format!(", {} cache write", usage.cache_write_tokens));
                     }
-                    println!(
+                    outln!(
                         "           ({model}: {} in, {} out{cache})",
-                        usage.input_tokens, usage.output_tokens
-                    );
+                        usage.input_tokens,
+                        usage.output_tokens
+                    )?;
                 }
             }
         }
         SessionsCommand::Reset { key } => {
             let key = SessionKey::parse(&key)?;
             match store.reset(&key)? {
-                Some(archived) => println!("archived {key} to {}", archived.display()),
-                None => println!("no session {key}: nothing to reset"),
+                Some(archived) => outln!("archived {key} to {}", archived.display())?,
+                None => outln!("no session {key}: nothing to reset")?,
             }
         }
     }
