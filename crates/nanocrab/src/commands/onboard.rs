@@ -3,7 +3,9 @@ use std::io::{BufRead as _, IsTerminal as _};
 use anyhow::Context as _;
 use nanocrab_config::{Config, ProviderConfig, WriteOutcome};
 use nanocrab_core::workspace::{TemplateOutcome, write_templates};
-use nanocrab_provider::{ChatRequest, DEFAULT_LOCAL_MODEL, LOCAL, ProviderSpec, RetryPolicy};
+use nanocrab_provider::{
+    ChatRequest, DEFAULT_LOCAL_MODEL, LOCAL, ProviderDelta, ProviderSpec, RetryPolicy,
+};
 use nanocrab_schema::{LlmMessage, Role};
 
 use super::Env;
@@ -66,9 +68,12 @@ pub fn run(env: &Env, model: Option<String>) -> anyhow::Result<()> {
     let local = chosen
         .as_deref()
         .and_then(|model| model.strip_prefix(&format!("{LOCAL}/")));
+    // The model that said hello here, if one did.
+    let mut checked = None;
     if let Some(name) = local {
         super::models::pull(env, &loaded.config, name, false)?;
         check(env, &loaded.config, &format!("{LOCAL}/{name}"))?;
+        checked = Some(format!("{LOCAL}/{name}"));
         if !created
             && loaded.config.agents.defaults.model != format!("{LOCAL}/{name}")
             && super::agents::cloud_configured(&loaded.config)
@@ -96,9 +101,12 @@ pub fn run(env: &Env, model: Option<String>) -> anyhow::Result<()> {
         && cloud.is_some()
     {
         check(env, &loaded.config, &resolved.label)?;
+        checked = Some(resolved.label.clone());
     }
     let mut steps = Vec::new();
     match &answering {
+        // Its hello is on the screen already.
+        Ok((resolved, _)) if checked.as_deref() == Some(resolved.label.as_str()) => {}
         Ok((resolved, notice)) => {
             outln!(
                 "\n{} answers{}.",
@@ -108,6 +116,18 @@ pub fn run(env: &Env, model: Option<String>) -> anyhow::Result<()> {
                     .map(|notice| format!(" ({notice})"))
                     .unwrap_or_default()
             )?;
+        }
+        // The model chosen only lacks its key: that is the step, not a choice made again.
+        Err(err) if let Some(no_model) = err.downcast_ref::<super::agents::NoModel>()
+            && no_model.model != Config::default().agents.defaults.model =>
+        {
+            steps.push(format!(
+                "Give {} its key: export {}=... (or set providers.{}.apiKey in {}).",
+                no_model.model,
+                no_model.env_var,
+                no_model.provider,
+                env.config_path.display()
+            ))
         }
         Err(_) => steps.push(format!(
             "Give nanocrab a model: export ANTHROPIC_API_KEY=... (or OPENAI_API_KEY=... and set \
@@ -237,7 +257,19 @@ fn check(env: &Env, config: &Config, model: &str) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let response = runtime
-        .block_on(resolved.provider.chat(&request, &mut |_| {}))
+        .block_on(resolved.provider.chat(&request, &mut |delta| {
+            // A wrong endpoint is retried for seconds: say so, rather than seem to hang.
+            if let ProviderDelta::Retry(retry) = delta {
+                eprintln!(
+                    "  ↻ {}: {}, retrying in {} s (attempt {} of {})",
+                    retry.provider,
+                    retry.reason,
+                    retry.delay.as_millis().div_ceil(1000),
+                    retry.attempt,
+                    retry.attempts
+                );
+            }
+        }))
         .with_context(|| format!("{model} was installed but could not answer"))?;
     let answer = LlmMessage {
         role: Role::Assistant,

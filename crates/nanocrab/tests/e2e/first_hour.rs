@@ -410,3 +410,29 @@ fn a_closed_stdout_ends_every_command_quietly() {
         );
     }
 }
+
+#[test]
+fn onboard_with_a_chosen_model_and_no_key_asks_only_for_its_key() {
+    let home = Home::new(Wire::OpenAi);
+    std::fs::remove_file(home.config_path()).unwrap();
+
+    let run = home.run(
+        home.nanocrab()
+            .args(["onboard", "--model", "openai/gpt-4.1"]),
+    );
+
+    assert!(run.success, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(&format!(
+            "Next steps:\n  1. Give openai/gpt-4.1 its key: export OPENAI_API_KEY=... (or set providers.openai.apiKey in {}).\n  2. Tell it about you",
+            home.config_path().display()
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("Give nanocrab a model"),
+        "{}",
+        run.stdout
+    );
+}
