@@ -148,6 +148,8 @@ fn group_message(text: &str) -> InboundMessage {
         media: Vec::new(),
         timestamp: 1721592580,
         edited: false,
+        forwarded_from: None,
+        caption: false,
     }
 }
 
@@ -190,6 +192,8 @@ async fn a_direct_message_goes_in_and_the_answer_comes_back() {
             media: Vec::new(),
             timestamp: 1569518342,
             edited: false,
+            forwarded_from: None,
+            caption: false,
         }
     );
 
@@ -324,6 +328,7 @@ async fn group_messages_with_and_without_a_mention_and_replies_to_the_bot() {
                 sender_id: Some(BOT_ID.to_string()),
                 to_bot: true,
                 text: Some("Hello!".to_owned()),
+                quoted: false,
             }),
             ..group_message("and you?")
         }
@@ -364,6 +369,7 @@ async fn commands_addressed_to_the_bot_and_to_others() {
                 sender_id: Some("6962620676".to_owned()),
                 to_bot: false,
                 text: None,
+                quoted: false,
             }),
             ..group_message("/report")
         }
@@ -403,6 +409,8 @@ async fn a_forum_topic_message_has_its_thread_and_no_bogus_reply() {
             media: Vec::new(),
             timestamp: 1675229140,
             edited: false,
+            forwarded_from: None,
+            caption: false,
         }
     );
     running
@@ -459,6 +467,8 @@ async fn an_anonymous_admin_speaks_as_the_group_and_a_channel_as_itself() {
             media: Vec::new(),
             timestamp: 1638236631,
             edited: false,
+            forwarded_from: None,
+            caption: false,
         }
     );
     let post = running.message().await;

@@ -342,6 +342,7 @@ mod tests {
                 sender_id: None,
                 to_bot: true,
                 text: None,
+                quoted: false,
             }),
             ..group("-100", false)
         };

@@ -107,7 +107,10 @@ impl Approvals {
     }
 
     /// If `message` is an answer (`approve ID`, `always ID`, `deny ID`), applies it and returns
-    /// what to tell the sender; other messages are left for the agent.
+    /// what to tell the sender; other messages are left for the agent. Only the sender's own
+    /// freshly typed message answers: a forward, an edit, a caption, a quoting reply or a
+    /// bot's message shaped like an answer is refused (and told so), never applied, and not
+    /// passed on to the agent either, which could do nothing with it.
     pub(crate) fn answer_from_chat(&self, message: &InboundMessage) -> Option<String> {
         let mut words = message.text.split_whitespace();
         let (verb, id, rest) = (words.next()?, words.next()?, words.next());
@@ -119,6 +122,11 @@ impl Approvals {
         }
         let answer = ApprovalAnswer::from_verb(verb)?;
         let id = id.to_ascii_lowercase();
+        if !message.typed_by_sender() {
+            return Some(format!(
+                "Not taken as an answer to {id}: an approval must be a message you type yourself, not a forward, an edit, a caption, a quote or a bot's message. Send \"{verb} {id}\" again if you mean it."
+            ));
+        }
         let by = format!("{}:{}", message.channel, message.sender.id);
         Some(match self.answer(&id, answer, by, Some(&message.chat())) {
             Answered::Done => match answer {

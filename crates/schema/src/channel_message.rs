@@ -59,6 +59,9 @@ pub struct ReplyTo {
     /// Its text, quoted so the model knows what is being answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Whether the reply quotes a chosen part of it (Telegram's `quote`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quoted: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +126,13 @@ pub struct InboundMessage {
     /// An edit of an earlier message rather than a new one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub edited: bool,
+    /// Who wrote it first, when it is a forward: its text is someone else's words, not the
+    /// sender's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded_from: Option<String>,
+    /// Whether `text` is the caption of a file rather than a message typed on its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub caption: bool,
 }
 
 impl InboundMessage {
@@ -134,6 +144,16 @@ impl InboundMessage {
             chat_id: self.chat_id.clone(),
             thread_id: self.thread_id.clone(),
         }
+    }
+
+    /// Whether this is the sender's own words, freshly typed: not a forward, an edit, a
+    /// caption, a quoting reply, nor a bot's. Only such a message may answer an approval.
+    pub fn typed_by_sender(&self) -> bool {
+        self.forwarded_from.is_none()
+            && !self.edited
+            && !self.caption
+            && !self.sender.is_bot
+            && !self.reply_to.as_ref().is_some_and(|reply| reply.quoted)
     }
 }
 

@@ -24,5 +24,7 @@ pub fn inbound_dm(sender: &str, message_id: &str, text: &str) -> InboundMessage 
         media: Vec::new(),
         timestamp: 0,
         edited: false,
+        forwarded_from: None,
+        caption: false,
     }
 }

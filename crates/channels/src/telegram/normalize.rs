@@ -4,7 +4,7 @@ use nanocrab_config::EditedMessages;
 use nanocrab_schema::{ChatType, InboundMessage, Media, MediaKind, ReplyTo, Sender};
 
 use super::api::CHANNEL;
-use super::types::{Message, MessageEntity, Update};
+use super::types::{Message, MessageEntity, MessageOrigin, Update};
 
 /// Who the bot is, from `getMe`: to tell mentions of it and replies to it.
 #[derive(Debug, Clone)]
@@ -103,7 +103,29 @@ pub(crate) fn normalize(
                 .or(replied.caption.as_ref())
                 .filter(|text| !text.is_empty())
                 .cloned(),
+            quoted: message.quote.is_some(),
         });
+    let forwarded_from = message.forward_origin.as_ref().map(|origin| match origin {
+        MessageOrigin::User { sender_user } => {
+            let name = match &sender_user.last_name {
+                Some(last) => format!("{} {last}", sender_user.first_name),
+                None => sender_user.first_name.clone(),
+            };
+            match &sender_user.username {
+                Some(handle) => format!("{} (@{handle}, user {})", name.trim(), sender_user.id),
+                None => format!("{} (user {})", name.trim(), sender_user.id),
+            }
+        }
+        MessageOrigin::HiddenUser { sender_user_name } => sender_user_name.clone(),
+        MessageOrigin::Chat { sender_chat: chat } | MessageOrigin::Channel { chat } => {
+            match (&chat.title, &chat.username) {
+                (Some(title), _) => format!("{title} (chat {})", chat.id),
+                (None, Some(handle)) => format!("@{handle} (chat {})", chat.id),
+                (None, None) => format!("chat {}", chat.id),
+            }
+        }
+        MessageOrigin::Other => "an unknown origin".to_owned(),
+    });
     Normalized::Deliver(Box::new(InboundMessage {
         channel: CHANNEL.to_owned(),
         account: account.to_owned(),
@@ -120,6 +142,8 @@ pub(crate) fn normalize(
         media,
         timestamp: message.date,
         edited,
+        forwarded_from,
+        caption: message.text.is_none() && message.caption.is_some(),
     }))
 }
 
@@ -309,5 +333,89 @@ mod tests {
         assert_eq!(command("/start", 6), "/help");
         assert_eq!(command("/start@ThisBot abc", 14), "/help abc");
         assert_eq!(command("/reset now", 6), "/reset now");
+    }
+
+    /// The recorded private message (`update-private-text.json`) with `fields` added to it.
+    fn private_update(fields: serde_json::Value) -> Update {
+        let mut message = serde_json::json!({
+            "message_id": 6557,
+            "from": {"id": 218485655, "is_bot": false, "first_name": "Waffle", "username": "WaffleLapkin"},
+            "chat": {"id": 218485655, "first_name": "Waffle", "username": "WaffleLapkin", "type": "private"},
+            "date": 1569518342,
+            "text": "approve k3f9aa",
+        });
+        for (key, value) in fields.as_object().into_iter().flatten() {
+            message[key] = value.clone();
+        }
+        serde_json::from_value(serde_json::json!({"update_id": 1, "message": message})).unwrap()
+    }
+
+    fn delivered(fields: serde_json::Value) -> InboundMessage {
+        let bot = BotIdentity {
+            id: 1,
+            username: "ThisBot".to_owned(),
+        };
+        match normalize(
+            &private_update(fields),
+            &bot,
+            "default",
+            EditedMessages::Ignore,
+        ) {
+            Normalized::Deliver(message) => *message,
+            Normalized::Skip(why) => panic!("skipped: {why}"),
+        }
+    }
+
+    #[test]
+    fn a_forward_names_its_origin_and_is_not_typed_by_the_sender() {
+        let origin = |origin: serde_json::Value| {
+            let message = delivered(serde_json::json!({ "forward_origin": origin }));
+            assert!(!message.typed_by_sender());
+            message.forwarded_from
+        };
+        assert_eq!(
+            [
+                origin(serde_json::json!({"type": "user", "date": 1, "sender_user":
+                    {"id": 666, "is_bot": false, "first_name": "Mallory", "username": "mallory"}})),
+                origin(
+                    serde_json::json!({"type": "hidden_user", "date": 1, "sender_user_name": "Eve"})
+                ),
+                origin(serde_json::json!({"type": "chat", "date": 1, "sender_chat":
+                    {"id": -100, "type": "supergroup", "title": "Crabs"}})),
+                origin(
+                    serde_json::json!({"type": "channel", "date": 1, "message_id": 3, "chat":
+                    {"id": -1001, "type": "channel", "username": "news"}})
+                ),
+                origin(serde_json::json!({"type": "from_the_future", "date": 1})),
+            ],
+            [
+                Some("Mallory (@mallory, user 666)".to_owned()),
+                Some("Eve".to_owned()),
+                Some("Crabs (chat -100)".to_owned()),
+                Some("@news (chat -1001)".to_owned()),
+                Some("an unknown origin".to_owned()),
+            ]
+        );
+        assert!(delivered(serde_json::json!({})).typed_by_sender());
+    }
+
+    #[test]
+    fn a_caption_a_quote_and_a_bot_are_not_typed_by_the_sender() {
+        let caption = delivered(serde_json::json!({
+            "text": null,
+            "caption": "approve k3f9aa",
+            "photo": [{"file_id": "p", "width": 1, "height": 1}],
+        }));
+        assert!(caption.caption && !caption.typed_by_sender());
+        let quote = delivered(serde_json::json!({
+            "reply_to_message": {"message_id": 5, "date": 1, "text": "approve k3f9aa",
+                "chat": {"id": 218485655, "type": "private"}},
+            "quote": {"text": "approve k3f9aa", "position": 0},
+        }));
+        assert!(!quote.typed_by_sender());
+        let bot = delivered(serde_json::json!({
+            "from": {"id": 99, "is_bot": true, "first_name": "Other", "username": "otherbot"},
+        }));
+        assert!(!bot.typed_by_sender());
     }
 }

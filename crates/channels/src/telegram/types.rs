@@ -65,6 +65,11 @@ pub(crate) struct Message {
     #[serde(default)]
     pub is_topic_message: bool,
     pub reply_to_message: Option<Box<Message>>,
+    /// The part of the replied message chosen to quote (a TextQuote): only its presence
+    /// matters, a quoting reply never answering an approval.
+    pub quote: Option<serde::de::IgnoredAny>,
+    /// Set on a forward: who wrote the message first.
+    pub forward_origin: Option<MessageOrigin>,
     pub text: Option<String>,
     #[serde(default)]
     pub entities: Vec<MessageEntity>,
@@ -79,6 +84,27 @@ pub(crate) struct Message {
     pub video: Option<FileMeta>,
     pub video_note: Option<FileMeta>,
     pub sticker: Option<Sticker>,
+}
+
+/// Where a forwarded message comes from, by the Bot API's `type`. A kind added later still
+/// parses, as [`MessageOrigin::Other`]: a forward all the same.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum MessageOrigin {
+    User {
+        sender_user: User,
+    },
+    HiddenUser {
+        sender_user_name: String,
+    },
+    Chat {
+        sender_chat: Chat,
+    },
+    Channel {
+        chat: Chat,
+    },
+    #[serde(other)]
+    Other,
 }
 
 #[derive(Debug, Clone, Deserialize)]

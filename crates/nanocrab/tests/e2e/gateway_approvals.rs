@@ -154,6 +154,51 @@ fn a_reply_deny_stops_the_call_and_a_stale_id_is_said_to_be_stale() {
     assert!(gateway.terminate().success());
 }
 
+/// Issue 25, hole 3: the owner forwarding someone else's `approve ID` approved the call. Only
+/// the owner's own typed message answers; the forward is refused and says so.
+#[test]
+fn a_forwarded_approve_from_the_owner_is_refused_and_only_a_typed_one_approves() {
+    let (fake, home, mut gateway, _, id) = asked_on_telegram(901);
+    let mut forward = private_message(902, &format!("approve {id}"));
+    // The Bot API's MessageOriginUser: the forward's first author, here someone else.
+    forward["message"]["forward_origin"] = json!({
+        "type": "user",
+        "date": 1569518000,
+        "sender_user": {"id": 666, "is_bot": false, "first_name": "Mallory", "username": "mallory"},
+    });
+    fake.push_update(forward);
+    let refusal = gateway.eventually("the reply to the forward", |_| {
+        fake.sent_messages().get(1).map(|m| m.text.clone())
+    });
+    assert_eq!(
+        refusal,
+        format!(
+            "Not taken as an answer to {id}: an approval must be a message you type yourself, not a forward, an edit, a caption, a quote or a bot's message. Send \"approve {id}\" again if you mean it."
+        )
+    );
+    assert!(
+        !home.workspace().join("made.txt").exists(),
+        "a forward does not approve"
+    );
+
+    fake.push_update(private_message(903, &format!("approve {id}")));
+    gateway.eventually("the answer", |_| {
+        fake.sent_messages()
+            .into_iter()
+            .any(|m| m.text == "Done.")
+            .then_some(())
+    });
+    let texts: Vec<String> = fake.sent_messages().into_iter().map(|m| m.text).collect();
+    assert_eq!(texts[2..], [format!("Approved {id}."), "Done.".to_owned()]);
+    assert!(home.workspace().join("made.txt").exists());
+    assert_eq!(
+        home.requests().len(),
+        2,
+        "the refused forward did not reach the model either"
+    );
+    assert!(gateway.terminate().success());
+}
+
 #[test]
 fn a_call_from_the_http_api_waits_at_v1_approvals_and_runs_when_approved_there() {
     let home = guarded_home(json!({}));
