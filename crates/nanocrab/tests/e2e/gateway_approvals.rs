@@ -60,6 +60,24 @@ fn asked_on_telegram(first_id: i64) -> (FakeTelegram, Home, GatewayProcess, Sent
     (fake, home, gateway, question, id)
 }
 
+/// The owner types `approve ID` as update `update_id`; every text the bot sent once it has
+/// answered "Done.".
+fn approve_and_wait(
+    fake: &FakeTelegram,
+    gateway: &mut GatewayProcess,
+    update_id: i64,
+    id: &str,
+) -> Vec<String> {
+    fake.push_update(private_message(update_id, &format!("approve {id}")));
+    gateway.eventually("the answer", |_| {
+        fake.sent_messages()
+            .into_iter()
+            .any(|m| m.text == "Done.")
+            .then_some(())
+    });
+    fake.sent_messages().into_iter().map(|m| m.text).collect()
+}
+
 #[test]
 fn a_call_from_telegram_is_asked_in_the_chat_and_runs_when_the_owner_replies_approve() {
     let (fake, home, mut gateway, question, id) = asked_on_telegram(701);
@@ -80,14 +98,7 @@ fn a_call_from_telegram_is_asked_in_the_chat_and_runs_when_the_owner_replies_app
         "nothing runs before the answer"
     );
 
-    fake.push_update(private_message(702, &format!("approve {id}")));
-    gateway.eventually("the answer", |_| {
-        fake.sent_messages()
-            .into_iter()
-            .any(|m| m.text == "Done.")
-            .then_some(())
-    });
-    let texts: Vec<String> = fake.sent_messages().into_iter().map(|m| m.text).collect();
+    let texts = approve_and_wait(&fake, &mut gateway, 702, &id);
     assert_eq!(texts[1..], [format!("Approved {id}."), "Done.".to_owned()]);
     assert!(home.workspace().join("made.txt").exists());
     let requests = home.requests();
@@ -181,14 +192,7 @@ fn a_forwarded_approve_from_the_owner_is_refused_and_only_a_typed_one_approves()
         "a forward does not approve"
     );
 
-    fake.push_update(private_message(903, &format!("approve {id}")));
-    gateway.eventually("the answer", |_| {
-        fake.sent_messages()
-            .into_iter()
-            .any(|m| m.text == "Done.")
-            .then_some(())
-    });
-    let texts: Vec<String> = fake.sent_messages().into_iter().map(|m| m.text).collect();
+    let texts = approve_and_wait(&fake, &mut gateway, 903, &id);
     assert_eq!(texts[2..], [format!("Approved {id}."), "Done.".to_owned()]);
     assert!(home.workspace().join("made.txt").exists());
     assert_eq!(
