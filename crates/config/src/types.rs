@@ -846,6 +846,10 @@ pub struct SandboxConfig {
     /// Commands may open network sockets (Unix sockets always work).
     #[serde(default)]
     pub network: bool,
+    /// Wrap commands in bubblewrap when `bwrap` is on the PATH and works here: a PID namespace
+    /// of their own (they see no other process) and a fresh `/proc`. false: the launcher alone.
+    #[serde(default = "default_true")]
+    pub bubblewrap: bool,
     /// Address space of each process in MiB (RLIMIT_AS); 0: no limit.
     #[serde(default = "default_sandbox_memory_mb")]
     pub memory_mb: u64,
@@ -867,6 +871,7 @@ impl Default for SandboxConfig {
             workspace_access: WorkspaceAccess::default(),
             scope: SandboxScope::default(),
             network: false,
+            bubblewrap: true,
             memory_mb: default_sandbox_memory_mb(),
             cpu_seconds: default_sandbox_cpu_seconds(),
             file_size_mb: default_sandbox_file_size_mb(),

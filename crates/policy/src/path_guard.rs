@@ -144,6 +144,11 @@ impl PathGuard {
         &self.allowed
     }
 
+    /// `protectedPaths`, resolved.
+    pub fn protected_paths(&self) -> &[PathBuf] {
+        &self.protected
+    }
+
     pub fn restricts_to_workspace(&self) -> bool {
         self.restrict_to_workspace
     }

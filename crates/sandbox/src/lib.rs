@@ -34,6 +34,13 @@ pub struct SandboxPolicy {
     /// paths. Each must exist: a missing one is a setup error rather than a silently dropped
     /// rule.
     pub writable_roots: Vec<PathBuf>,
+    /// Existing files or directories beneath a writable path that stay read-only
+    /// (`tools.protectedPaths`, the agent's instructions). Landlock cannot take back a right a
+    /// parent directory grants, so these are bound read-only over themselves in a mount
+    /// namespace of the command's own ([`Self::binds`]); a launcher that cannot make one
+    /// refuses to run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only: Vec<PathBuf>,
     /// `TMPDIR` for the command: `/tmp` is not writable inside.
     pub tmp_dir: Option<PathBuf>,
     /// Sockets other than Unix ones. Decided per call by the caller.
@@ -53,6 +60,39 @@ impl SandboxPolicy {
             .chain(self.writable_roots.iter().map(PathBuf::as_path))
             .collect()
     }
+
+    /// The bind mounts that keep [`Self::read_only`] read-only, parents before children: each
+    /// read-only path over itself, and each directory between it and the writable root it is
+    /// in over itself, writable. Those are there because a mount point cannot be renamed
+    /// (EBUSY): without them a command could move `memory/` aside and put a `memory/MEMORY.md`
+    /// of its own where nanocrab reads it.
+    pub fn binds(&self) -> Vec<Bind> {
+        let roots = self.writable();
+        let mut binds = std::collections::BTreeMap::new();
+        for path in &self.read_only {
+            binds.insert(path.clone(), true);
+            for ancestor in path.ancestors().skip(1) {
+                if roots.contains(&ancestor)
+                    || self.read_only.iter().any(|p| ancestor.starts_with(p))
+                    || !roots.iter().any(|root| ancestor.starts_with(root))
+                {
+                    break;
+                }
+                binds.entry(ancestor.to_path_buf()).or_insert(false);
+            }
+        }
+        binds
+            .into_iter()
+            .map(|(path, read_only)| Bind { path, read_only })
+            .collect()
+    }
+}
+
+/// One bind mount of a path over itself (see [`SandboxPolicy::binds`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    pub path: PathBuf,
+    pub read_only: bool,
 }
 
 /// What the command may do in the workspace.
@@ -105,6 +145,10 @@ pub trait SandboxProvider: Send + Sync + std::fmt::Debug {
     /// Whether this machine can run it; the error names what is missing.
     fn check(&self) -> Result<(), SandboxError>;
 
+    /// Whether this machine lets it keep [`SandboxPolicy::read_only`] read-only; the error
+    /// names what is missing.
+    fn check_read_only(&self) -> Result<(), SandboxError>;
+
     /// The argv to spawn instead of `argv` so that it runs under `policy`.
     fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Vec<OsString>, SandboxError>;
 }
@@ -140,6 +184,23 @@ impl SandboxProvider for LandlockProvider {
         probe()
     }
 
+    /// Runs `sh -c 'exit 0'` with the launcher itself bound read-only (`/` cannot be bound
+    /// inside a user namespace): whether the launcher may create a mount namespace (and, not
+    /// as root, a user namespace) depends on the kernel's settings and the container, not on
+    /// Landlock.
+    fn check_read_only(&self) -> Result<(), SandboxError> {
+        self.check()?;
+        let policy = SandboxPolicy {
+            read_only: vec![self.launcher.clone()],
+            ..SandboxPolicy::trial()
+        };
+        trial_run(
+            &self.wrap(&["sh".into(), "-c".into(), "exit 0".into()], &policy)?,
+            "read-only paths",
+            "the launcher cannot create a mount namespace here",
+        )
+    }
+
     fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Vec<OsString>, SandboxError> {
         let mut wrapped = vec![
             self.launcher.clone().into_os_string(),
@@ -157,7 +218,8 @@ impl SandboxProvider for LandlockProvider {
 /// What bwrap adds is namespaces: a PID namespace (the command sees only its own processes,
 /// and they all die with it), a network namespace with only a downed loopback when network is
 /// off, and a fresh `/proc`. Writes stay Landlock's job (`/` is bound read-write), so a denied
-/// write fails the same way with or without bwrap.
+/// write fails the same way with or without bwrap; the read-only paths are bwrap's binds, so
+/// the launcher inside needs no namespace of its own.
 #[derive(Debug, Clone)]
 pub struct BwrapProvider {
     bwrap: PathBuf,
@@ -191,35 +253,16 @@ impl SandboxProvider for BwrapProvider {
     /// namespaces depends on the container and the kernel's settings, not on its presence.
     fn check(&self) -> Result<(), SandboxError> {
         self.launcher.check()?;
-        let policy = SandboxPolicy {
-            workspace: "/".into(),
-            workspace_access: WorkspaceAccess::ReadOnly,
-            writable_roots: Vec::new(),
-            tmp_dir: None,
-            network: false,
-            limits: ResourceLimits::default(),
-        };
-        let argv = self.wrap(&["sh".into(), "-c".into(), "exit 0".into()], &policy)?;
-        let unavailable = |reason: String| SandboxError::Unavailable {
-            feature: "bubblewrap",
-            reason,
-        };
-        let (program, args) = argv
-            .split_first()
-            .ok_or_else(|| unavailable("has no command".into()))?;
-        let output = std::process::Command::new(program)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|err| unavailable(format!("cannot start {}: {err}", self.bwrap.display())))?;
-        if output.status.success() {
-            return Ok(());
-        }
-        Err(unavailable(format!(
-            "cannot set up its namespaces here ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        )))
+        let argv = self.wrap(
+            &["sh".into(), "-c".into(), "exit 0".into()],
+            &SandboxPolicy::trial(),
+        )?;
+        trial_run(&argv, "bubblewrap", "cannot set up its namespaces here")
+    }
+
+    /// The read-only paths are bwrap's own binds.
+    fn check_read_only(&self) -> Result<(), SandboxError> {
+        self.check()
     }
 
     fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Vec<OsString>, SandboxError> {
@@ -232,21 +275,17 @@ impl SandboxProvider for BwrapProvider {
         if !policy.network {
             wrapped.push("--unshare-net".into());
         }
-        wrapped.extend(
-            [
-                "--bind",
-                "/",
-                "/",
-                "--dev-bind",
-                "/dev",
-                "/dev",
-                "--proc",
-                "/proc",
-                "--",
-            ]
-            .map(OsString::from),
-        );
-        wrapped.extend(self.launcher.wrap(argv, policy)?);
+        wrapped.extend(["--bind", "/", "/"].map(OsString::from));
+        for Bind { path, read_only } in policy.binds() {
+            let bind = if read_only { "--ro-bind" } else { "--bind" };
+            wrapped.extend([bind.into(), path.clone().into(), path.into()]);
+        }
+        wrapped.extend(["--dev-bind", "/dev", "/dev", "--proc", "/proc", "--"].map(OsString::from));
+        let inside = SandboxPolicy {
+            read_only: Vec::new(),
+            ..policy.clone()
+        };
+        wrapped.extend(self.launcher.wrap(argv, &inside)?);
         Ok(wrapped)
     }
 }
@@ -265,9 +304,53 @@ impl SandboxProvider for Unsandboxed {
         Ok(())
     }
 
+    fn check_read_only(&self) -> Result<(), SandboxError> {
+        Err(SandboxError::Unavailable {
+            feature: "read-only paths",
+            reason: "need the OS sandbox, and commands run without it".into(),
+        })
+    }
+
     fn wrap(&self, argv: &[String], _: &SandboxPolicy) -> Result<Vec<OsString>, SandboxError> {
         Ok(argv.iter().map(OsString::from).collect())
     }
+}
+
+impl SandboxPolicy {
+    /// What a trial run asks for: nothing writable, no network.
+    fn trial() -> Self {
+        Self {
+            workspace: "/".into(),
+            workspace_access: WorkspaceAccess::ReadOnly,
+            writable_roots: Vec::new(),
+            read_only: Vec::new(),
+            tmp_dir: None,
+            network: false,
+            limits: ResourceLimits::default(),
+        }
+    }
+}
+
+/// Runs a wrapped `sh -c 'exit 0'`: `Ok` when it exits 0, else `feature` is unavailable
+/// because of `failing`, with the status and what it said.
+fn trial_run(argv: &[OsString], feature: &'static str, failing: &str) -> Result<(), SandboxError> {
+    let unavailable = |reason: String| SandboxError::Unavailable { feature, reason };
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| unavailable("has no command".into()))?;
+    let output = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|err| unavailable(format!("cannot start {}: {err}", program.display())))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(unavailable(format!(
+        "{failing} ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim()
+    )))
 }
 
 /// Whether this kernel has what the launcher needs (Landlock and seccomp filters), without
@@ -354,6 +437,7 @@ mod tests {
             workspace: "/home/me/workspace".into(),
             workspace_access: WorkspaceAccess::ReadOnly,
             writable_roots: vec!["/home/me/.nanocrab/state/sandbox/shared".into()],
+            read_only: Vec::new(),
             tmp_dir: Some("/home/me/.nanocrab/state/sandbox/shared".into()),
             network: false,
             limits: ResourceLimits {
@@ -387,6 +471,8 @@ mod tests {
             json["writableRoots"][0],
             "/home/me/.nanocrab/state/sandbox/shared"
         );
+        // Absent when empty, so a policy without read-only paths reads as it always did.
+        assert_eq!(json.get("readOnly"), None);
     }
 
     #[test]
@@ -461,6 +547,75 @@ mod tests {
             .copied()
             .collect();
         assert_eq!(provider.wrap(&argv, &policy).unwrap(), online);
+    }
+
+    #[test]
+    fn under_bwrap_the_read_only_paths_are_its_binds_and_the_launcher_gets_none() {
+        let provider = BwrapProvider::new("/usr/bin/bwrap", "/usr/bin/nanocrab");
+        let mut policy = policy();
+        policy.read_only = vec![
+            "/home/me/workspace/SOUL.md".into(),
+            "/home/me/workspace/skills".into(),
+        ];
+        let inside = serde_json::to_string(&SandboxPolicy {
+            read_only: Vec::new(),
+            ..policy.clone()
+        })
+        .unwrap();
+        let expected = [
+            "/usr/bin/bwrap",
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-net",
+            "--bind",
+            "/",
+            "/",
+            "--ro-bind",
+            "/home/me/workspace/SOUL.md",
+            "/home/me/workspace/SOUL.md",
+            "--ro-bind",
+            "/home/me/workspace/skills",
+            "/home/me/workspace/skills",
+            "--dev-bind",
+            "/dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--",
+            "/usr/bin/nanocrab",
+            LAUNCHER_ARG,
+            &inside,
+            "--",
+            "make",
+        ];
+        assert_eq!(
+            provider.wrap(&["make".to_owned()], &policy).unwrap(),
+            expected
+        );
+    }
+
+    #[test]
+    fn the_directories_between_a_read_only_path_and_its_writable_root_are_pinned() {
+        let mut policy = policy();
+        policy.workspace_access = WorkspaceAccess::ReadWrite;
+        policy.read_only = vec![
+            "/home/me/workspace/memory/notes/MEMORY.md".into(),
+            "/home/me/workspace/skills/web/SKILL.md".into(),
+            "/home/me/workspace/skills".into(),
+        ];
+        let bind = |path: &str, read_only| Bind {
+            path: path.into(),
+            read_only,
+        };
+        // skills/web needs no pin: it is inside the read-only skills.
+        let expected = vec![
+            bind("/home/me/workspace/memory", false),
+            bind("/home/me/workspace/memory/notes", false),
+            bind("/home/me/workspace/memory/notes/MEMORY.md", true),
+            bind("/home/me/workspace/skills", true),
+            bind("/home/me/workspace/skills/web/SKILL.md", true),
+        ];
+        assert_eq!(policy.binds(), expected);
     }
 
     #[test]

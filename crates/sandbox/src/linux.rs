@@ -1,5 +1,6 @@
-//! The launcher's restrictions on Linux: resource limits, Landlock, seccomp, in that order.
-//! seccomp goes last because it may deny syscalls the steps before it still make.
+//! The launcher's restrictions on Linux: resource limits, read-only binds, capabilities,
+//! Landlock, seccomp, in that order. The binds need the capabilities that the next step drops,
+//! and seccomp goes last because it may deny syscalls the steps before it still make.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -16,7 +17,7 @@ use seccompiler::{
 };
 
 use crate::{
-    EXIT_NOT_FOUND, EXIT_SETUP_FAILED, Failure, ResourceLimits, SandboxError, SandboxPolicy,
+    Bind, EXIT_NOT_FOUND, EXIT_SETUP_FAILED, Failure, ResourceLimits, SandboxError, SandboxPolicy,
 };
 
 /// The filesystem rights the ruleset handles. V5 (Linux 6.10) is the newest with new
@@ -66,6 +67,8 @@ pub(crate) fn restrict_and_exec(
     let filter = seccomp_filter(policy.network).map_err(setup)?;
     set_limits(&policy.limits)
         .map_err(|err| setup(format!("cannot set a resource limit: {err}")))?;
+    bind_read_only(&policy.binds()).map_err(setup)?;
+    drop_capabilities().map_err(setup)?;
     landlock(policy).map_err(setup)?;
     seccompiler::apply_filter(&filter)
         .map_err(|err| setup(format!("cannot install the seccomp filter: {err}")))?;
@@ -111,6 +114,108 @@ fn set_limits(limits: &ResourceLimits) -> std::io::Result<()> {
         lower(Resource::NOFILE, files, files)?;
     }
     Resource::CORE.set(0, 0)
+}
+
+/// Makes the binds in a mount namespace of the command's own (inside a user namespace when not
+/// root, where the mounts of the namespace's owner are ours to make). Nothing outside sees
+/// these mounts, and the command cannot undo them: Landlock forbids mounting to a sandboxed
+/// process, and it has no capabilities left.
+fn bind_read_only(binds: &[Bind]) -> Result<(), String> {
+    use nix::sched::CloneFlags;
+    use rustix::mount::{
+        MountFlags, MountPropagationFlags, mount_bind, mount_change, mount_remount,
+    };
+
+    if binds.is_empty() {
+        return Ok(());
+    }
+    let uid = rustix::process::getuid();
+    let gid = rustix::process::getgid();
+    let namespaces = if uid.is_root() {
+        CloneFlags::CLONE_NEWNS
+    } else {
+        CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS
+    };
+    nix::sched::unshare(namespaces).map_err(|err| {
+        format!("cannot create a mount namespace to keep the protected paths read-only: {err}")
+    })?;
+    if !uid.is_root() {
+        // The command keeps its own ids; writing gid_map unprivileged needs setgroups off.
+        for (file, content) in [
+            ("/proc/self/setgroups", "deny".to_owned()),
+            ("/proc/self/uid_map", format!("{0} {0} 1", uid.as_raw())),
+            ("/proc/self/gid_map", format!("{0} {0} 1", gid.as_raw())),
+        ] {
+            std::fs::write(file, content)
+                .map_err(|err| format!("cannot write {file} in the user namespace: {err}"))?;
+        }
+    }
+    mount_change(
+        "/",
+        MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
+    )
+    .map_err(|err| format!("cannot stop mounts propagating out of the sandbox: {err}"))?;
+    for Bind { path, read_only } in binds {
+        let shown = path.display();
+        mount_bind(path, path).map_err(|err| format!("cannot bind {shown} over itself: {err}"))?;
+        if !read_only {
+            continue;
+        }
+        // A remount must repeat the flags the mount already has: inside a user namespace the
+        // kernel refuses to clear them.
+        let kept = rustix::fs::statvfs(path)
+            .map_err(|err| format!("cannot read the mount flags of {shown}: {err}"))?
+            .f_flag;
+        let kept = [
+            (rustix::fs::StatVfsMountFlags::NOSUID, MountFlags::NOSUID),
+            (rustix::fs::StatVfsMountFlags::NODEV, MountFlags::NODEV),
+            (rustix::fs::StatVfsMountFlags::NOEXEC, MountFlags::NOEXEC),
+            (rustix::fs::StatVfsMountFlags::NOATIME, MountFlags::NOATIME),
+            (
+                rustix::fs::StatVfsMountFlags::NODIRATIME,
+                MountFlags::NODIRATIME,
+            ),
+            (
+                rustix::fs::StatVfsMountFlags::RELATIME,
+                MountFlags::RELATIME,
+            ),
+        ]
+        .into_iter()
+        .filter(|(statvfs, _)| kept.contains(*statvfs))
+        .fold(MountFlags::empty(), |flags, (_, mount)| flags | mount);
+        mount_remount(path, MountFlags::BIND | MountFlags::RDONLY | kept, "")
+            .map_err(|err| format!("cannot make {shown} read-only: {err}"))?;
+    }
+    Ok(())
+}
+
+/// A command started as root keeps no capability: with `CAP_SYS_PTRACE` it could read
+/// another process's `/proc/<pid>/environ` (nanocrab's, with its API keys) in spite of
+/// Landlock, and with others read kernel memory or load code into the kernel. Dropped from the
+/// bounding set as well, so that running a program as root cannot give any back. An ordinary
+/// user has none to drop.
+fn drop_capabilities() -> Result<(), String> {
+    use rustix::thread::{
+        CapabilitySet, CapabilitySets, capabilities, remove_capability_from_bounding_set,
+        set_capabilities,
+    };
+
+    let current = capabilities(None).map_err(|err| format!("cannot read capabilities: {err}"))?;
+    if current.permitted.contains(CapabilitySet::SETPCAP) {
+        for (_, capability) in CapabilitySet::all().iter_names() {
+            match remove_capability_from_bounding_set(capability) {
+                // One this kernel does not know.
+                Ok(()) | Err(rustix::io::Errno::INVAL) => {}
+                Err(err) => return Err(format!("cannot drop capabilities: {err}")),
+            }
+        }
+    }
+    let none = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    };
+    set_capabilities(None, none).map_err(|err| format!("cannot drop capabilities: {err}"))
 }
 
 fn landlock(policy: &SandboxPolicy) -> Result<(), String> {

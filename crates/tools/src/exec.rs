@@ -121,6 +121,7 @@ impl ExecTool {
             argv,
             self.guard.workspace(),
             self.guard.allowed_paths(),
+            self.guard.protected_paths(),
             session,
         )?;
         let Some((program, args)) = wrapped.split_first() else {

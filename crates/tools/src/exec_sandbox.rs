@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nanocrab_config::{SandboxConfig, SandboxMode, SandboxScope, WorkspaceAccess};
@@ -78,7 +79,16 @@ impl ExecSandbox {
                 let landlock = LandlockProvider::new(&launcher.program);
                 landlock
                     .check()
-                    .map(|()| (with_bwrap(landlock, &launcher.program), launcher))
+                    .map(|()| {
+                        let provider: Arc<dyn SandboxProvider> = Arc::new(FirstUse {
+                            landlock,
+                            launcher: launcher.program.clone(),
+                            bubblewrap: config.bubblewrap,
+                            chosen: OnceLock::new(),
+                            read_only: OnceLock::new(),
+                        });
+                        (provider, launcher)
+                    })
                     .map_err(|err| err.to_string())
             }
         };
@@ -191,12 +201,14 @@ impl ExecSandbox {
     }
 
     /// The argv that runs `argv` in the sandbox for one call. `allowed` (`allowedPaths`) are
-    /// writable like the workspace, as the file tools may write them too.
+    /// writable like the workspace, as the file tools may write them too; `read_only`
+    /// (`protectedPaths`, the agent's instructions) stay read-only even there.
     pub(crate) fn wrap(
         &self,
         argv: &[String],
         workspace: &Path,
         allowed: &[PathBuf],
+        read_only: &[PathBuf],
         session: Option<&SessionKey>,
     ) -> Result<Vec<OsString>, ToolError> {
         self.usable()?;
@@ -204,7 +216,16 @@ impl ExecSandbox {
         if let Some(scratch) = &scratch {
             create_private_dir(scratch)?;
         }
-        let policy = self.policy(workspace, allowed, scratch);
+        let mut policy = self.policy(workspace, allowed, scratch);
+        let writable = policy.writable();
+        // A bind needs an existing path, and one outside every writable root is read-only
+        // already.
+        let read_only = read_only
+            .iter()
+            .filter(|path| path.exists() && writable.iter().any(|root| path.starts_with(root)))
+            .cloned()
+            .collect();
+        policy.read_only = read_only;
         self.provider
             .wrap(argv, &policy)
             .map_err(|err| ToolError::Rejected(err.to_string()))
@@ -229,6 +250,7 @@ impl ExecSandbox {
                 WorkspaceAccess::ReadWrite => nanocrab_sandbox::WorkspaceAccess::ReadWrite,
             },
             writable_roots: scratch.iter().cloned().chain(allowed).collect(),
+            read_only: Vec::new(),
             tmp_dir: scratch,
             network: self.network,
             limits: self.limits,
@@ -243,32 +265,29 @@ impl ExecSandbox {
     }
 }
 
-/// bubblewrap around the launcher when `bwrap` is on nanocrab's PATH and may create
-/// namespaces here; the launcher alone otherwise, which confines writes and sockets just the
-/// same. Finding out takes a trial run through bubblewrap (tens of milliseconds), so it
-/// happens at the first command, not when the tools are built: a turn that runs no command
-/// never pays for it.
-fn with_bwrap(landlock: LandlockProvider, launcher: &Path) -> Arc<dyn SandboxProvider> {
-    Arc::new(FirstUse {
-        landlock,
-        launcher: launcher.to_path_buf(),
-        chosen: std::sync::OnceLock::new(),
-    })
-}
-
+/// bubblewrap around the launcher when `bwrap` is on nanocrab's PATH, may create namespaces
+/// here and `bubblewrap` is on; the launcher alone otherwise, which confines writes and sockets
+/// just the same. Finding out takes a trial run (tens of milliseconds), so it happens at the
+/// first command, not when the tools are built: a turn that runs no command never pays for it.
 #[derive(Debug)]
 struct FirstUse {
     landlock: LandlockProvider,
     launcher: PathBuf,
-    chosen: std::sync::OnceLock<Arc<dyn SandboxProvider>>,
+    bubblewrap: bool,
+    chosen: OnceLock<Arc<dyn SandboxProvider>>,
+    /// Whether the chosen provider can keep paths read-only here; asked at the first command
+    /// that has some.
+    read_only: OnceLock<Result<(), String>>,
 }
 
 impl FirstUse {
     fn chosen(&self) -> &Arc<dyn SandboxProvider> {
         self.chosen.get_or_init(|| {
-            let Some(bwrap) =
-                BwrapProvider::find(std::env::var_os("PATH").as_deref(), &self.launcher)
-            else {
+            let found = self
+                .bubblewrap
+                .then(|| BwrapProvider::find(std::env::var_os("PATH").as_deref(), &self.launcher))
+                .flatten();
+            let Some(bwrap) = found else {
                 return Arc::new(self.landlock.clone());
             };
             match bwrap.check() {
@@ -291,12 +310,40 @@ impl SandboxProvider for FirstUse {
         self.chosen().check()
     }
 
+    fn check_read_only(&self) -> Result<(), nanocrab_sandbox::SandboxError> {
+        self.chosen().check_read_only()
+    }
+
+    /// Where the kernel lets no one keep paths read-only, commands still run, with the
+    /// protected paths as writable as the rest of the workspace: the file tools keep refusing
+    /// them, this is logged once, and `nanocrab security audit` reports it.
     fn wrap(
         &self,
         argv: &[String],
         policy: &SandboxPolicy,
     ) -> Result<Vec<OsString>, nanocrab_sandbox::SandboxError> {
-        self.chosen().wrap(argv, policy)
+        if policy.read_only.is_empty() {
+            return self.chosen().wrap(argv, policy);
+        }
+        let read_only = self.read_only.get_or_init(|| {
+            self.check_read_only().map_err(|err| {
+                tracing::warn!(
+                    "{err}; exec commands can write the protected paths and the agent's \
+                     instructions (the file tools still refuse them)"
+                );
+                err.to_string()
+            })
+        });
+        match read_only {
+            Ok(()) => self.chosen().wrap(argv, policy),
+            Err(_) => self.chosen().wrap(
+                argv,
+                &SandboxPolicy {
+                    read_only: Vec::new(),
+                    ..policy.clone()
+                },
+            ),
+        }
     }
 }
 
