@@ -100,7 +100,9 @@ struct Sample {
     rss_mb: f64,
     hwm_mb: f64,
     threads: u64,
-    fds: usize,
+    /// None when `/proc/<pid>/fd` is closed to us: nanocrab makes itself non-dumpable, so only
+    /// root may list it.
+    fds: Option<usize>,
     /// User plus system time since the process started.
     cpu: Duration,
 }
@@ -126,10 +128,15 @@ fn sample(pid: u32) -> Sample {
         hwm_mb: kb("VmHWM:"),
         threads: field("Threads:").parse().unwrap(),
         fds: std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .unwrap()
-            .count(),
+            .ok()
+            .map(Iterator::count),
         cpu: Duration::from_secs_f64(ticks as f64 / clock_ticks()),
     }
+}
+
+/// A file descriptor count, or `?` where only root may count them.
+fn shown(fds: Option<usize>) -> String {
+    fds.map_or_else(|| "?".to_owned(), |n| n.to_string())
 }
 
 /// `sysconf(_SC_CLK_TCK)` without libc: what `getconf` says, else Linux's usual 100.
@@ -532,7 +539,7 @@ fn main() {
             options.idle.as_secs_f64(),
             idle.rss_mb,
             idle.threads,
-            idle.fds
+            shown(idle.fds)
         );
         println!(
             "  RSS after {total:>6} messages {:7.1} MB   peak (VmHWM) {:.1} MB; {:.1} MB after {:.0} s more idle",
@@ -570,7 +577,11 @@ fn main() {
         }
         println!(
             "  threads {} → {}, fds {} → {} → {}",
-            idle.threads, loaded.threads, idle.fds, loaded.fds, settled.fds
+            idle.threads,
+            loaded.threads,
+            shown(idle.fds),
+            shown(loaded.fds),
+            shown(settled.fds)
         );
         println!(
             "  model requests {model_requests}, extra answers {extra}, /status messages {}, turns {}",

@@ -39,6 +39,18 @@ fn main() -> ExitCode {
     // that hold them) is the user's alone, whatever umask the shell left: 0700 folders and
     // 0600 files. Commands the agent runs inherit it, so their files are private too.
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    // Other processes of the same user, exec commands included, cannot read this one's
+    // `/proc/<pid>/environ` (API keys), memory or file descriptors, nor attach a debugger.
+    // Commands are exec'd, which makes them dumpable again: this process alone is covered.
+    // Where the kernel refuses, the sandbox's Landlock domain still keeps commands out.
+    if let Err(err) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        eprintln!(
+            "nanocrab: cannot keep other processes out of /proc/{}: {err}",
+            std::process::id()
+        );
+    }
     let cli = Cli::parse();
     init_logging();
     match run(cli) {
