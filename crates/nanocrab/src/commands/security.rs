@@ -7,7 +7,9 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use nanocrab_config::{Config, DmPolicy, ExecConfig, ExecMode, GroupPolicy, SandboxMode};
+use nanocrab_config::{
+    Config, DmPolicy, ExecConfig, ExecMode, GroupPolicy, SandboxMode, WorkspaceAccess,
+};
 
 use super::Env;
 
@@ -163,8 +165,18 @@ fn settings(config: &Config) -> Vec<Finding> {
     }
     // Asked once: the kernel is the same for every agent.
     let missing = nanocrab_sandbox::probe().err().map(|err| err.to_string());
+    let gaps = tools
+        .iter()
+        .any(|(_, tools)| sandboxed(&tools.exec, missing.as_deref()))
+        .then(SandboxGaps::of_this_machine);
     for (key, tools) in tools {
         findings.extend(sandbox_finding(&key, &tools.exec, missing.as_deref()));
+        if let Some(gaps) = gaps
+            .as_ref()
+            .filter(|_| sandboxed(&tools.exec, missing.as_deref()))
+        {
+            findings.extend(gaps.findings(&key, tools));
+        }
         match tools.exec.mode {
             ExecMode::Full => findings.push(Finding {
                 severity: Severity::Risk,
@@ -241,6 +253,113 @@ fn sandbox_finding(key: &str, exec: &ExecConfig, missing: Option<&str>) -> Optio
     }
 }
 
+/// Whether `exec` runs commands, in the OS sandbox.
+fn sandboxed(exec: &ExecConfig, missing: Option<&str>) -> bool {
+    match (exec.mode, exec.sandbox.mode, missing) {
+        (ExecMode::Allowlist | ExecMode::Full, SandboxMode::Auto | SandboxMode::Required, None) => {
+            true
+        }
+        (ExecMode::Deny, _, _)
+        | (ExecMode::Allowlist | ExecMode::Full, SandboxMode::Off, _)
+        | (
+            ExecMode::Allowlist | ExecMode::Full,
+            SandboxMode::Auto | SandboxMode::Required,
+            Some(_),
+        ) => false,
+    }
+}
+
+/// What the sandbox cannot do on this machine although Landlock works: each a reason.
+#[derive(Debug, Default)]
+struct SandboxGaps {
+    /// bubblewrap missing or unable to make namespaces here: no PID namespace.
+    bubblewrap: Option<String>,
+    /// The launcher alone (without bubblewrap) cannot bind paths read-only.
+    launcher_read_only: Option<String>,
+}
+
+impl SandboxGaps {
+    /// Trial runs of bubblewrap and the launcher, as the first command would make them.
+    fn of_this_machine() -> Self {
+        use nanocrab_sandbox::SandboxProvider as _;
+
+        let launcher = match std::env::current_exe() {
+            Ok(launcher) => launcher,
+            Err(err) => {
+                let reason = format!("cannot find the nanocrab binary to try it: {err}");
+                return Self {
+                    bubblewrap: Some(reason.clone()),
+                    launcher_read_only: Some(reason),
+                };
+            }
+        };
+        let path = std::env::var_os("PATH");
+        Self {
+            bubblewrap: match nanocrab_sandbox::BwrapProvider::find(path.as_deref(), &launcher) {
+                None => Some("bubblewrap (`bwrap`) is not on the PATH".to_owned()),
+                Some(bwrap) => bwrap.check().err().map(|err| err.to_string()),
+            },
+            launcher_read_only: nanocrab_sandbox::LandlockProvider::new(&launcher)
+                .check_read_only()
+                .err()
+                .map(|err| err.to_string()),
+        }
+    }
+
+    /// The gaps that matter to the agents configured by `tools` at `key`.
+    fn findings(&self, key: &str, tools: &nanocrab_config::ToolsConfig) -> Vec<Finding> {
+        let sandbox = &tools.exec.sandbox;
+        let mut findings = Vec::new();
+        let no_pid_namespace = "commands share nanocrab's PID namespace: they see every process \
+                                of the machine with its command line, and what they start in the \
+                                background outlives them";
+        let bubblewrap_gap = match (&self.bubblewrap, sandbox.bubblewrap) {
+            (_, false) => Some(Finding {
+                severity: Severity::Warning,
+                place: format!("{key}.exec.sandbox.bubblewrap"),
+                what: format!("false: {no_pid_namespace}"),
+                fix: "set it to true (the default), with bubblewrap installed".into(),
+            }),
+            (Some(reason), true) => Some(Finding {
+                severity: Severity::Warning,
+                place: format!("{key}.exec.sandbox.bubblewrap"),
+                what: format!("{reason}: {no_pid_namespace}"),
+                fix: "install bubblewrap where nanocrab runs (Debian and Ubuntu: `apt install \
+                      bubblewrap`)"
+                    .into(),
+            }),
+            (None, true) => None,
+        };
+        let uses_bubblewrap = bubblewrap_gap.is_none();
+        findings.extend(bubblewrap_gap);
+        let writable_workspace = match sandbox.workspace_access {
+            WorkspaceAccess::ReadWrite => true,
+            WorkspaceAccess::ReadOnly | WorkspaceAccess::None => false,
+        };
+        // bubblewrap makes the read-only binds itself.
+        if let Some(reason) = self
+            .launcher_read_only
+            .as_ref()
+            .filter(|_| writable_workspace && !uses_bubblewrap)
+        {
+            findings.push(Finding {
+                severity: Severity::Warning,
+                place: format!("{key}.protectedPaths"),
+                what: format!(
+                    "{reason}: exec commands can write the protected paths and the agent's \
+                     instructions (the file tools still refuse them)"
+                ),
+                fix: "install bubblewrap, or let unprivileged users create user namespaces \
+                      (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu \
+                      kernel.apparmor_restrict_unprivileged_userns=0), or set \
+                      exec.sandbox.workspaceAccess to `ro`"
+                    .into(),
+            });
+        }
+        findings
+    }
+}
+
 /// The files and folders to keep private, the mode each should have, and whether it may hold
 /// secrets (keys, tokens, conversations).
 fn files(env: &Env, config: &Config) -> Vec<(PathBuf, u32, bool)> {
@@ -302,6 +421,82 @@ mod tests {
             required.what.ends_with("every exec call is refused"),
             "{}",
             required.what
+        );
+    }
+
+    #[test]
+    fn each_gap_of_the_machine_is_a_warning_naming_the_key_and_the_reason() {
+        let tools = |bubblewrap: bool, access: WorkspaceAccess| {
+            let mut tools = nanocrab_config::ToolsConfig::default();
+            tools.exec.sandbox.bubblewrap = bubblewrap;
+            tools.exec.sandbox.workspace_access = access;
+            tools
+        };
+        let gaps = SandboxGaps {
+            bubblewrap: Some("bubblewrap (`bwrap`) is not on the PATH".into()),
+            launcher_read_only: Some("no user namespaces".into()),
+        };
+        let found = |gaps: &SandboxGaps, tools| {
+            gaps.findings("tools", &tools)
+                .into_iter()
+                .map(|f| (f.severity, f.place, f.what))
+                .collect::<Vec<_>>()
+        };
+        let pid = "commands share nanocrab's PID namespace: they see every process of the \
+                   machine with its command line, and what they start in the background \
+                   outlives them";
+        let read_only = "no user namespaces: exec commands can write the protected paths and \
+                         the agent's instructions (the file tools still refuse them)";
+        assert_eq!(
+            found(&gaps, tools(true, WorkspaceAccess::ReadWrite)),
+            [
+                (
+                    Severity::Warning,
+                    "tools.exec.sandbox.bubblewrap".to_owned(),
+                    format!("bubblewrap (`bwrap`) is not on the PATH: {pid}")
+                ),
+                (
+                    Severity::Warning,
+                    "tools.protectedPaths".to_owned(),
+                    read_only.to_owned()
+                ),
+            ]
+        );
+        // Nothing to keep read-only in a workspace commands cannot write.
+        assert_eq!(
+            found(&gaps, tools(true, WorkspaceAccess::ReadOnly)).len(),
+            1
+        );
+
+        let with_bwrap = SandboxGaps {
+            bubblewrap: None,
+            launcher_read_only: Some("no user namespaces".into()),
+        };
+        assert_eq!(
+            found(&with_bwrap, tools(true, WorkspaceAccess::ReadWrite)),
+            []
+        );
+        assert_eq!(
+            found(&with_bwrap, tools(false, WorkspaceAccess::ReadWrite)),
+            [
+                (
+                    Severity::Warning,
+                    "tools.exec.sandbox.bubblewrap".to_owned(),
+                    format!("false: {pid}")
+                ),
+                (
+                    Severity::Warning,
+                    "tools.protectedPaths".to_owned(),
+                    read_only.to_owned()
+                ),
+            ]
+        );
+        assert_eq!(
+            found(
+                &SandboxGaps::default(),
+                tools(true, WorkspaceAccess::ReadWrite)
+            ),
+            []
         );
     }
 

@@ -85,3 +85,31 @@ fn the_audit_calls_an_exec_sandbox_turned_off_a_risk_unless_exec_is_denied() {
     let denied = home.run(home.nanocrab().args(["security", "audit"]));
     assert!(denied.success, "{}\n{}", denied.stdout, denied.stderr);
 }
+
+#[test]
+fn the_audit_warns_when_commands_would_get_no_pid_namespace() {
+    let home = Home::new(Wire::Anthropic);
+    for (path, mode) in [
+        (home.config_path(), 0o600),
+        (home.home(), 0o700),
+        (home.workspace(), 0o700),
+    ] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let mut config = home.base_config();
+    config["tools"] = json!({"exec": {"sandbox": {"bubblewrap": false}}});
+    home.write_config(config);
+
+    let run = home.run(home.nanocrab().args(["security", "audit"]));
+
+    // A warning: the audit still passes. The launcher alone keeps the protected paths
+    // read-only on this machine, so that is no finding.
+    assert!(run.success, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.stdout,
+        "warning  tools.exec.sandbox.bubblewrap: false: commands share nanocrab's PID \
+         namespace: they see every process of the machine with its command line, and what \
+         they start in the background outlives them\n         fix: set it to true (the \
+         default), with bubblewrap installed\n"
+    );
+}
