@@ -9,6 +9,9 @@ use tempfile::TempDir;
 /// The API key every test home is configured with; no output may ever contain it.
 pub const SECRET_KEY: &str = "sk-test-e2e-5ecret-do-not-print";
 
+/// The uid and gid of `nobody`, the ordinary user root-run tests switch to.
+pub const NOBODY: u32 = 65534;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wire {
     Anthropic,
@@ -90,12 +93,40 @@ impl Home {
     /// credentials or config of the machine running the tests leak in.
     pub fn nanocrab(&self) -> assert_cmd::Command {
         let mut cmd = assert_cmd::Command::cargo_bin("nanocrab").unwrap();
+        self.clean_env(&mut cmd);
+        cmd
+    }
+
+    /// [`Self::nanocrab`] as the ordinary user `nobody` (65534), through `setpriv`, for tests
+    /// that run as root: the test's directory is handed to that user first.
+    pub fn nanocrab_as_nobody(&self) -> assert_cmd::Command {
+        fn chown_tree(path: &Path) {
+            std::os::unix::fs::lchown(path, Some(NOBODY), Some(NOBODY)).unwrap();
+            if path.is_dir() && !path.is_symlink() {
+                for entry in std::fs::read_dir(path).unwrap() {
+                    chown_tree(&entry.unwrap().path());
+                }
+            }
+        }
+        chown_tree(self.user_home());
+        let mut cmd = assert_cmd::Command::new("setpriv");
+        cmd.args([
+            format!("--reuid={NOBODY}"),
+            format!("--regid={NOBODY}"),
+            "--clear-groups".to_owned(),
+            "--".to_owned(),
+        ])
+        .arg(assert_cmd::cargo::cargo_bin("nanocrab"));
+        self.clean_env(&mut cmd);
+        cmd
+    }
+
+    fn clean_env(&self, cmd: &mut assert_cmd::Command) {
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.user_home())
             .env("NANOCRAB_HOME", self.home())
             .timeout(std::time::Duration::from_secs(60));
-        cmd
     }
 
     /// Runs `cmd` to the end and checks that nothing it printed contains the key.

@@ -8,6 +8,7 @@ mod answers;
 mod api_session;
 mod approvals;
 mod config_errors;
+mod exec_escapes;
 mod first_hour;
 mod gateway;
 mod gateway_approvals;
