@@ -149,6 +149,7 @@ fn group_message(text: &str) -> InboundMessage {
         timestamp: 1721592580,
         edited: false,
         forwarded_from: None,
+        via_bot: None,
         caption: false,
     }
 }
@@ -193,6 +194,7 @@ async fn a_direct_message_goes_in_and_the_answer_comes_back() {
             timestamp: 1569518342,
             edited: false,
             forwarded_from: None,
+            via_bot: None,
             caption: false,
         }
     );
@@ -410,6 +412,7 @@ async fn a_forum_topic_message_has_its_thread_and_no_bogus_reply() {
             timestamp: 1675229140,
             edited: false,
             forwarded_from: None,
+            via_bot: None,
             caption: false,
         }
     );
@@ -468,6 +471,7 @@ async fn an_anonymous_admin_speaks_as_the_group_and_a_channel_as_itself() {
             timestamp: 1638236631,
             edited: false,
             forwarded_from: None,
+            via_bot: None,
             caption: false,
         }
     );
