@@ -892,19 +892,16 @@ async fn the_token_is_in_no_error_message() {
 async fn shutdown_cancels_a_poll_in_flight() {
     let fake = FakeTelegram::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
+    // The poll would last far longer than `stop` waits (WAIT): it ends in time only if
+    // cancelled. No duration is measured, so a loaded machine cannot fail it.
+    fake.stall_next("getUpdates", 1);
     let running = Running::start(TelegramSettings {
-        poll_timeout: Duration::from_secs(30),
+        poll_timeout: Duration::from_secs(3600),
         ..settings(&fake, dir.path())
     });
     until("a poll", || !fake.calls_of("getUpdates").is_empty()).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let start = Instant::now();
     running.stop().await.unwrap();
-    assert!(
-        start.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        start.elapsed()
-    );
 }
 
 #[tokio::test]
