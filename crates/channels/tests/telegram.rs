@@ -149,6 +149,7 @@ fn group_message(text: &str) -> InboundMessage {
         timestamp: 1721592580,
         edited: false,
         forwarded_from: None,
+        via_bot: None,
         caption: false,
     }
 }
@@ -193,6 +194,7 @@ async fn a_direct_message_goes_in_and_the_answer_comes_back() {
             timestamp: 1569518342,
             edited: false,
             forwarded_from: None,
+            via_bot: None,
             caption: false,
         }
     );
@@ -410,6 +412,7 @@ async fn a_forum_topic_message_has_its_thread_and_no_bogus_reply() {
             timestamp: 1675229140,
             edited: false,
             forwarded_from: None,
+            via_bot: None,
             caption: false,
         }
     );
@@ -468,6 +471,7 @@ async fn an_anonymous_admin_speaks_as_the_group_and_a_channel_as_itself() {
             timestamp: 1638236631,
             edited: false,
             forwarded_from: None,
+            via_bot: None,
             caption: false,
         }
     );
@@ -888,19 +892,16 @@ async fn the_token_is_in_no_error_message() {
 async fn shutdown_cancels_a_poll_in_flight() {
     let fake = FakeTelegram::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
+    // The poll would last far longer than `stop` waits (WAIT): it ends in time only if
+    // cancelled. No duration is measured, so a loaded machine cannot fail it.
+    fake.stall_next("getUpdates", 1);
     let running = Running::start(TelegramSettings {
-        poll_timeout: Duration::from_secs(30),
+        poll_timeout: Duration::from_secs(3600),
         ..settings(&fake, dir.path())
     });
     until("a poll", || !fake.calls_of("getUpdates").is_empty()).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let start = Instant::now();
     running.stop().await.unwrap();
-    assert!(
-        start.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        start.elapsed()
-    );
 }
 
 #[tokio::test]

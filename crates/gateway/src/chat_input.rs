@@ -17,9 +17,11 @@ const INBOX_DIR: &str = "inbox";
 
 /// Whether `message` is a slash command (`/new`, `/help`): the agent acts on those itself, so
 /// they reach it as sent and each alone.
-/// A forwarded `/command` is someone else's text, so it is not one.
+/// A forwarded `/command`, or one an inline bot wrote, is someone else's text, so it is not one.
 pub(crate) fn is_command(message: &InboundMessage) -> bool {
-    message.forwarded_from.is_none() && message.text.trim_start().starts_with('/')
+    message.forwarded_from.is_none()
+        && message.via_bot.is_none()
+        && message.text.trim_start().starts_with('/')
 }
 
 /// The input of one turn answering `messages` (one, or several collected while the session
@@ -64,8 +66,9 @@ pub(crate) async fn user_input(
 }
 
 /// One message as the model reads it: a bracketed line of who wrote it (groups only), that
-/// it is an edit or a forward, and what it answers; the answered text quoted; then the text.
-/// A forward's text is someone else's words, so it comes fenced as untrusted data.
+/// it is an edit, a forward or an inline bot's, and what it answers; the answered text quoted;
+/// then the text. A forward's or an inline bot's text is someone else's words, so it comes
+/// fenced as untrusted data.
 fn message_text(message: &InboundMessage) -> String {
     let mut tags = Vec::new();
     match message.chat_type {
@@ -75,12 +78,15 @@ fn message_text(message: &InboundMessage) -> String {
     if message.edited {
         tags.push("edited".to_owned());
     }
-    let text = match &message.forwarded_from {
-        Some(origin) => {
-            let source = format!("forwarded from {origin}");
-            let fenced = wrap_untrusted(&source, &message.text);
-            tags.push(source);
-            fenced
+    let source = match (&message.forwarded_from, &message.via_bot) {
+        (Some(origin), _) => Some(format!("forwarded from {origin}")),
+        (None, Some(inline)) => Some(format!("sent via inline bot {inline}")),
+        (None, None) => None,
+    };
+    let text = match &source {
+        Some(source) => {
+            tags.push(source.clone());
+            wrap_untrusted(source, &message.text)
         }
         None => message.text.clone(),
     };
@@ -109,7 +115,7 @@ fn message_text(message: &InboundMessage) -> String {
             }
             out.push('\n');
         }
-        None if message.forwarded_from.is_some() => out.push('\n'),
+        None if source.is_some() => out.push('\n'),
         None if !out.is_empty() && !message.text.is_empty() => out.push(' '),
         None => {}
     }
@@ -392,6 +398,13 @@ mod tests {
         let mut command = message(ChatType::Dm, "/new");
         command.forwarded_from = Some("Mallory".to_owned());
         assert!(!is_command(&command));
+        let mut inline = message(ChatType::Dm, "/new");
+        inline.via_bot = Some("@wiki".to_owned());
+        assert!(!is_command(&inline));
+        assert_eq!(
+            message_text(&inline),
+            "[sent via inline bot @wiki]\n<untrusted-data source=\"sent via inline bot @wiki\">\n/new\n</untrusted-data>"
+        );
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct Sender {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplyTo {
+    /// Empty when the platform does not say (Telegram, for a message in another private
+    /// chat or group).
     pub message_id: String,
     /// Its sender's id, when the platform says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,6 +132,10 @@ pub struct InboundMessage {
     /// sender's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forwarded_from: Option<String>,
+    /// The inline bot it was sent through (`@gif`): the bot wrote the text, the sender only
+    /// picked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via_bot: Option<String>,
     /// Whether `text` is the caption of a file rather than a message typed on its own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub caption: bool,
@@ -147,9 +153,11 @@ impl InboundMessage {
     }
 
     /// Whether this is the sender's own words, freshly typed: not a forward, an edit, a
-    /// caption, a quoting reply, nor a bot's. Only such a message may answer an approval.
+    /// caption, a quoting reply (of a message here or in another chat), an inline bot's
+    /// result, nor a bot's. Only such a message may answer an approval.
     pub fn typed_by_sender(&self) -> bool {
         self.forwarded_from.is_none()
+            && self.via_bot.is_none()
             && !self.edited
             && !self.caption
             && !self.sender.is_bot

@@ -25,6 +25,7 @@ pub fn inbound_dm(sender: &str, message_id: &str, text: &str) -> InboundMessage 
         timestamp: 0,
         edited: false,
         forwarded_from: None,
+        via_bot: None,
         caption: false,
     }
 }

@@ -29,9 +29,13 @@
 //!   [`TelegramError`] in the recorded error bodies' shape; [`FakeTelegram::stall_next`]
 //!   makes them never answer.
 //! - The update builders ([`private_text`], [`group_text`], [`forum_topic_text`],
-//!   [`anonymous_admin_text`], [`photo_with_caption`], [`edited`]) start from the recorded
-//!   payloads in `shared/fixtures/channels/telegram/` and mark `@mentions` and leading
-//!   `/commands` as entities the way Telegram's servers do.
+//!   [`anonymous_admin_text`], [`photo_with_caption`], [`private_photo`]) start from the
+//!   recorded payloads in `shared/fixtures/channels/telegram/` and mark `@mentions` and
+//!   leading `/commands` as entities the way Telegram's servers do; [`edited`],
+//!   [`forwarded`], [`quoting`], [`quoting_elsewhere`] and [`via_bot`] change one into an
+//!   edit, a forward, a quoting reply (to this chat or another) or an inline bot's result,
+//!   with the Bot API's fields for those and recorded people ([`someone_else`],
+//!   [`another_bot`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -866,6 +870,85 @@ pub fn anonymous_admin_text(text: &str) -> Value {
 /// `message-photo-caption-entities.json`).
 pub fn photo_with_caption() -> Value {
     json!({"message": recorded("message-photo-caption-entities.json")})
+}
+
+/// An update: a private photo in four sizes (those of the recorded
+/// `message-photo-caption-entities.json`) captioned `caption`, sent in the chat of
+/// [`private_text`].
+pub fn private_photo(caption: &str) -> Value {
+    let mut message = private_text("")["message"].clone();
+    if let Some(fields) = message.as_object_mut() {
+        for text_only in ["text", "entities", "link_preview_options"] {
+            fields.remove(text_only);
+        }
+        fields.insert(
+            "photo".to_owned(),
+            recorded("message-photo-caption-entities.json")["photo"].clone(),
+        );
+        fields.insert("caption".to_owned(), json!(caption));
+        let entities = entities_of(caption);
+        if !entities.is_empty() {
+            fields.insert("caption_entities".to_owned(), Value::Array(entities));
+        }
+    }
+    json!({"message": message})
+}
+
+/// A person other than the private chat's: the sender of the recorded
+/// `message-photo-caption-entities.json`.
+pub fn someone_else() -> Value {
+    recorded("message-photo-caption-entities.json")["from"].clone()
+}
+
+/// A bot other than the fake's: `GroupAnonymousBot`, the sender of the recorded
+/// `message-anonymous-admin.json`.
+pub fn another_bot() -> Value {
+    recorded("message-anonymous-admin.json")["from"].clone()
+}
+
+/// The update as a forward of `sender_user`'s message: the Bot API's `forward_origin` (a
+/// MessageOriginUser), first sent a minute before.
+pub fn forwarded(mut update: Value, sender_user: Value) -> Value {
+    let date = update["message"]["date"].as_i64().unwrap_or_default();
+    update["message"]["forward_origin"] =
+        json!({"type": "user", "date": date - 60, "sender_user": sender_user});
+    update
+}
+
+/// The update as a reply to `replied` (a message of the same chat) quoting all its text: the
+/// Bot API's `reply_to_message` and `quote` (a TextQuote).
+pub fn quoting(mut update: Value, replied: Value) -> Value {
+    let text = replied["text"].clone();
+    update["message"]["reply_to_message"] = replied;
+    update["message"]["quote"] = json!({"text": text, "position": 0});
+    update
+}
+
+/// The update as a reply to `quoted`, a message of another chat, quoting all its text: the
+/// Bot API's `external_reply` (an ExternalReplyInfo: the origin, and for a supergroup or a
+/// channel its chat and message id) and `quote`, with no `reply_to_message`.
+pub fn quoting_elsewhere(mut update: Value, quoted: Value) -> Value {
+    let mut external = json!({"origin": {
+        "type": "user",
+        "date": quoted["date"],
+        "sender_user": quoted["from"],
+    }});
+    if matches!(
+        quoted["chat"]["type"].as_str(),
+        Some("supergroup" | "channel")
+    ) {
+        external["chat"] = quoted["chat"].clone();
+        external["message_id"] = quoted["message_id"].clone();
+    }
+    update["message"]["external_reply"] = external;
+    update["message"]["quote"] = json!({"text": quoted["text"], "position": 0});
+    update
+}
+
+/// The update as sent through the inline bot `bot` (a User): the Bot API's `via_bot`.
+pub fn via_bot(mut update: Value, bot: Value) -> Value {
+    update["message"]["via_bot"] = bot;
+    update
 }
 
 /// The update as an edit: `edited_message` with an `edit_date` a minute after its `date`.

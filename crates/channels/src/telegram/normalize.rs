@@ -84,11 +84,15 @@ pub(crate) fn normalize(
     let thread_id = (message.chat.is_forum && message.is_topic_message)
         .then_some(message.message_thread_id)
         .flatten();
-    let reply_to = message
+    let quoted = message.quote.is_some();
+    let replied = message
         .reply_to_message
         .as_deref()
-        .filter(|replied| Some(replied.message_id) != thread_id)
-        .map(|replied| ReplyTo {
+        .filter(|replied| Some(replied.message_id) != thread_id);
+    // A reply to a message in another chat (`external_reply`) comes with no
+    // `reply_to_message`; a quote, wherever its message is, still makes this a quoting reply.
+    let reply_to = match (replied, message.external_reply.as_ref()) {
+        (Some(replied), _) => Some(ReplyTo {
             message_id: replied.message_id.to_string(),
             sender_id: replied
                 .from
@@ -103,8 +107,31 @@ pub(crate) fn normalize(
                 .or(replied.caption.as_ref())
                 .filter(|text| !text.is_empty())
                 .cloned(),
-            quoted: message.quote.is_some(),
-        });
+            quoted,
+        }),
+        // Only the quote tells what the other chat's message said.
+        (None, external) if external.is_some() || quoted => Some(ReplyTo {
+            message_id: external
+                .and_then(|external| external.message_id)
+                .map(|id| id.to_string())
+                .unwrap_or_default(),
+            sender_id: match external.and_then(|external| external.origin.as_ref()) {
+                Some(MessageOrigin::User { sender_user }) => Some(sender_user.id.to_string()),
+                Some(
+                    MessageOrigin::Chat { sender_chat: chat } | MessageOrigin::Channel { chat },
+                ) => Some(chat.id.to_string()),
+                Some(MessageOrigin::HiddenUser { .. } | MessageOrigin::Other) | None => None,
+            },
+            to_bot: false,
+            text: message
+                .quote
+                .as_ref()
+                .map(|quote| quote.text.clone())
+                .filter(|text| !text.is_empty()),
+            quoted,
+        }),
+        (None, _) => None,
+    };
     let forwarded_from = message.forward_origin.as_ref().map(|origin| match origin {
         MessageOrigin::User { sender_user } => {
             let name = match &sender_user.last_name {
@@ -143,6 +170,13 @@ pub(crate) fn normalize(
         timestamp: message.date,
         edited,
         forwarded_from,
+        via_bot: message
+            .via_bot
+            .as_ref()
+            .map(|inline| match &inline.username {
+                Some(handle) => format!("@{handle}"),
+                None => format!("bot {}", inline.id),
+            }),
         caption: message.text.is_none() && message.caption.is_some(),
     }))
 }
@@ -400,7 +434,7 @@ mod tests {
     }
 
     #[test]
-    fn a_caption_a_quote_and_a_bot_are_not_typed_by_the_sender() {
+    fn a_caption_a_quote_an_inline_bot_and_a_bot_are_not_typed_by_the_sender() {
         let caption = delivered(serde_json::json!({
             "text": null,
             "caption": "approve k3f9aa",
@@ -413,6 +447,38 @@ mod tests {
             "quote": {"text": "approve k3f9aa", "position": 0},
         }));
         assert!(!quote.typed_by_sender());
+        // A quote of a message in another chat: `external_reply`, no `reply_to_message`.
+        let elsewhere = delivered(serde_json::json!({
+            "external_reply": {"origin": {"type": "channel", "date": 1, "message_id": 77,
+                "chat": {"id": -1001, "type": "channel", "username": "news"}},
+                "chat": {"id": -1001, "type": "channel", "username": "news"}, "message_id": 77},
+            "quote": {"text": "approve k3f9aa", "position": 0},
+        }));
+        assert_eq!(
+            elsewhere.reply_to,
+            Some(ReplyTo {
+                message_id: "77".to_owned(),
+                sender_id: Some("-1001".to_owned()),
+                to_bot: false,
+                text: Some("approve k3f9aa".to_owned()),
+                quoted: true,
+            })
+        );
+        assert!(!elsewhere.typed_by_sender());
+        let unquoted = delivered(serde_json::json!({
+            "external_reply": {"origin": {"type": "hidden_user", "date": 1,
+                "sender_user_name": "Eve"}},
+        }));
+        assert!(
+            unquoted
+                .reply_to
+                .is_some_and(|reply| !reply.quoted && reply.text.is_none())
+        );
+        let inline = delivered(serde_json::json!({
+            "via_bot": {"id": 98, "is_bot": true, "first_name": "Wiki", "username": "wiki"},
+        }));
+        assert_eq!(inline.via_bot.as_deref(), Some("@wiki"));
+        assert!(!inline.typed_by_sender());
         let bot = delivered(serde_json::json!({
             "from": {"id": 99, "is_bot": true, "first_name": "Other", "username": "otherbot"},
         }));

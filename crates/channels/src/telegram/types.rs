@@ -65,11 +65,15 @@ pub(crate) struct Message {
     #[serde(default)]
     pub is_topic_message: bool,
     pub reply_to_message: Option<Box<Message>>,
-    /// The part of the replied message chosen to quote (a TextQuote): only its presence
-    /// matters, a quoting reply never answering an approval.
-    pub quote: Option<serde::de::IgnoredAny>,
+    /// A reply to a message in another chat or topic (then `reply_to_message` is absent).
+    pub external_reply: Option<ExternalReplyInfo>,
+    /// The part of the replied message chosen to quote, in this chat or (with
+    /// `external_reply`) another: a quoting message never answers an approval.
+    pub quote: Option<TextQuote>,
     /// Set on a forward: who wrote the message first.
     pub forward_origin: Option<MessageOrigin>,
+    /// The inline bot the message was sent through: the bot wrote it, the sender picked it.
+    pub via_bot: Option<User>,
     pub text: Option<String>,
     #[serde(default)]
     pub entities: Vec<MessageEntity>,
@@ -84,6 +88,21 @@ pub(crate) struct Message {
     pub video: Option<FileMeta>,
     pub video_note: Option<FileMeta>,
     pub sticker: Option<Sticker>,
+}
+
+/// The Bot API's ExternalReplyInfo, as far as it is read: whose message is answered.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct ExternalReplyInfo {
+    pub origin: Option<MessageOrigin>,
+    /// Only given for a supergroup or a channel.
+    pub message_id: Option<i64>,
+}
+
+/// The Bot API's TextQuote: the quoted part of the replied message.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct TextQuote {
+    #[serde(default)]
+    pub text: String,
 }
 
 /// Where a forwarded message comes from, by the Bot API's `type`. A kind added later still

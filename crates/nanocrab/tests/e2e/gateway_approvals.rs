@@ -40,15 +40,23 @@ fn private_message(id: i64, text: &str) -> Value {
 }
 
 /// The owner asks over Telegram (message `first_id`) for what needs approval; returns once
-/// the gateway has sent the question, with the question and its approval id.
-fn asked_on_telegram(first_id: i64) -> (FakeTelegram, Home, GatewayProcess, SentText, String) {
+/// the gateway has sent the question, with the question and its approval id. `telegram` is
+/// merged into the channel's section.
+fn asked_on_telegram(
+    first_id: i64,
+    telegram: Value,
+) -> (FakeTelegram, Home, GatewayProcess, SentText, String) {
     let fake = FakeTelegram::spawn(TOKEN);
-    let home = guarded_home(json!({"channels": {"telegram": {
+    let mut section = json!({
         "token": TOKEN,
         "apiBase": fake.api_base(),
         "pollTimeout": 1,
         "allowFrom": [OWNER],
-    }}}));
+    });
+    for (key, value) in telegram.as_object().unwrap() {
+        section[key] = value.clone();
+    }
+    let home = guarded_home(json!({"channels": {"telegram": section}}));
     fake.push_update(private_message(first_id, "make the file please"));
     let mut gateway = home.start_gateway();
     let question = gateway.eventually("the approval question", |_| {
@@ -80,7 +88,7 @@ fn approve_and_wait(
 
 #[test]
 fn a_call_from_telegram_is_asked_in_the_chat_and_runs_when_the_owner_replies_approve() {
-    let (fake, home, mut gateway, question, id) = asked_on_telegram(701);
+    let (fake, home, mut gateway, question, id) = asked_on_telegram(701, json!({}));
     let ws = home.workspace().canonicalize().unwrap();
     assert_eq!(
         (question.chat_id.as_str(), question.text.as_str()),
@@ -129,7 +137,7 @@ fn a_call_from_telegram_is_asked_in_the_chat_and_runs_when_the_owner_replies_app
 
 #[test]
 fn a_reply_deny_stops_the_call_and_a_stale_id_is_said_to_be_stale() {
-    let (fake, home, mut gateway, _, id) = asked_on_telegram(801);
+    let (fake, home, mut gateway, _, id) = asked_on_telegram(801, json!({}));
     fake.push_update(private_message(802, &format!("deny {id}")));
     gateway.eventually("the answer", |_| {
         fake.sent_messages()
@@ -165,42 +173,149 @@ fn a_reply_deny_stops_the_call_and_a_stale_id_is_said_to_be_stale() {
     assert!(gateway.terminate().success());
 }
 
-/// Issue 25, hole 3: the owner forwarding someone else's `approve ID` approved the call. Only
-/// the owner's own typed message answers; the forward is refused and says so.
-#[test]
-fn a_forwarded_approve_from_the_owner_is_refused_and_only_a_typed_one_approves() {
-    let (fake, home, mut gateway, _, id) = asked_on_telegram(901);
-    let mut forward = private_message(902, &format!("approve {id}"));
-    // The Bot API's MessageOriginUser: the forward's first author, here someone else.
-    forward["message"]["forward_origin"] = json!({
-        "type": "user",
-        "date": 1569518000,
-        "sender_user": {"id": 666, "is_bot": false, "first_name": "Mallory", "username": "mallory"},
-    });
-    fake.push_update(forward);
-    let refusal = gateway.eventually("the reply to the forward", |_| {
-        fake.sent_messages().get(1).map(|m| m.text.clone())
-    });
-    assert_eq!(
-        refusal,
-        format!(
+/// Issue 25, hole 3: with a call waiting for approval in the owner's chat, `attack` (given
+/// the approval id) is an `approve ID` that is not the owner's own freshly typed message. It
+/// must not approve: when `refused` the chat is told so, otherwise it is not let in at all.
+/// The owner's typed `approve ID` then approves, and neither reached the model.
+fn only_a_typed_approve_approves(
+    telegram: Value,
+    attack: impl FnOnce(&FakeTelegram, &str) -> Value,
+    refused: bool,
+) {
+    let (fake, home, mut gateway, _, id) = asked_on_telegram(901, telegram);
+    let attack = attack(&fake, &id);
+    fake.push_update(attack);
+    let mut expected = Vec::new();
+    if refused {
+        let refusal = gateway.eventually("the reply to the attack", |_| {
+            fake.sent_messages().get(1).map(|m| m.text.clone())
+        });
+        let refusal_text = format!(
             "Not taken as an answer to {id}: an approval must be a message you type yourself, not a forward, an edit, a caption, a quote or a bot's message. Send \"approve {id}\" again if you mean it."
-        )
-    );
+        );
+        assert_eq!(refusal, refusal_text);
+        expected.push(refusal_text);
+    } else {
+        gateway.eventually("the attack taken and dropped", |_| {
+            fake.pending_update_ids().is_empty().then_some(())
+        });
+    }
     assert!(
         !home.workspace().join("made.txt").exists(),
-        "a forward does not approve"
+        "the attack does not approve"
     );
 
     let texts = approve_and_wait(&fake, &mut gateway, 903, &id);
-    assert_eq!(texts[2..], [format!("Approved {id}."), "Done.".to_owned()]);
+    expected.extend([format!("Approved {id}."), "Done.".to_owned()]);
+    assert_eq!(texts[1..], expected);
     assert!(home.workspace().join("made.txt").exists());
     assert_eq!(
         home.requests().len(),
         2,
-        "the refused forward did not reach the model either"
+        "neither the attack nor the answer reached the model"
     );
     assert!(gateway.terminate().success());
+}
+
+fn approve(id: &str) -> Value {
+    private_message(902, &format!("approve {id}"))
+}
+
+/// The owner forwarding someone else's `approve ID` approved the call.
+#[test]
+fn a_forwarded_approve_from_the_owner_is_refused_and_only_a_typed_one_approves() {
+    only_a_typed_approve_approves(
+        json!({}),
+        |_, id| telegram::forwarded(approve(id), telegram::someone_else()),
+        true,
+    );
+}
+
+/// Edits answered as messages (`editedMessages: respond`): the owner's first message edited
+/// into `approve ID` is still no answer.
+#[test]
+fn an_edit_into_approve_is_refused() {
+    only_a_typed_approve_approves(
+        json!({"editedMessages": "respond"}),
+        |_, id| telegram::edited(private_message(901, &format!("approve {id}"))),
+        true,
+    );
+}
+
+/// Edits ignored, as by default: the edit is dropped before it could answer anything.
+#[test]
+fn an_ignored_edit_into_approve_does_nothing() {
+    only_a_typed_approve_approves(
+        json!({}),
+        |_, id| telegram::edited(private_message(901, &format!("approve {id}"))),
+        false,
+    );
+}
+
+#[test]
+fn a_photo_captioned_approve_is_refused() {
+    only_a_typed_approve_approves(
+        json!({}),
+        |_, id| {
+            let mut photo = telegram::private_photo(&format!("approve {id}"));
+            photo["message"]["message_id"] = json!(902);
+            photo
+        },
+        true,
+    );
+}
+
+/// A reply quoting the bot's own question (its `approve ID` part and the rest).
+#[test]
+fn a_reply_quoting_the_question_is_refused() {
+    only_a_typed_approve_approves(
+        json!({}),
+        |fake, id| {
+            let mut question =
+                private_message(1, &format!("Reply: approve {id}"))["message"].clone();
+            question["from"] = fake.bot();
+            telegram::quoting(approve(id), question)
+        },
+        true,
+    );
+}
+
+/// The gap left by the first fix: a quote of a message in another chat comes as
+/// `external_reply` with no `reply_to_message`, and still is a quoting reply.
+#[test]
+fn a_reply_quoting_a_message_of_another_chat_is_refused() {
+    only_a_typed_approve_approves(
+        json!({}),
+        |_, id| {
+            let elsewhere = telegram::group_text(&format!("approve {id}"))["message"].clone();
+            telegram::quoting_elsewhere(approve(id), elsewhere)
+        },
+        true,
+    );
+}
+
+/// An inline bot's result (`@bot approve …` picked from its suggestions) is the bot's text.
+#[test]
+fn an_approve_sent_via_an_inline_bot_is_refused() {
+    only_a_typed_approve_approves(
+        json!({}),
+        |_, id| telegram::via_bot(approve(id), telegram::another_bot()),
+        true,
+    );
+}
+
+/// A bot's own message never gets in, let alone answers.
+#[test]
+fn an_approve_from_a_bot_is_not_let_in() {
+    only_a_typed_approve_approves(
+        json!({}),
+        |_, id| {
+            let mut update = approve(id);
+            update["message"]["from"] = telegram::another_bot();
+            update
+        },
+        false,
+    );
 }
 
 #[test]
