@@ -82,3 +82,31 @@ pub struct RetrievedSource {
     /// 0 to 1, relative to the best match.
     pub score: f64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn an_instructions_change_is_one_flat_object() {
+        let event = AgentEvent::InstructionsChanged(InstructionsChange {
+            agent: "main".into(),
+            path: "SOUL.md".into(),
+            version: 3,
+            tool: "edit_file".into(),
+        });
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "type": "instructions_changed",
+                "agent": "main",
+                "path": "SOUL.md",
+                "version": 3,
+                "tool": "edit_file",
+            })
+        );
+        assert_eq!(serde_json::from_value::<AgentEvent>(json).unwrap(), event);
+    }
+}

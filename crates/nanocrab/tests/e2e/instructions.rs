@@ -49,9 +49,29 @@ fn workspace(home: &Home, args: &[&str]) -> (bool, String, String) {
 }
 
 #[test]
-fn a_write_to_soul_md_waits_for_a_yes_and_a_no_leaves_it_untouched() {
-    let home = planting_home(json!([]));
-    let (stderr, text, is_error) = turn(&home, "n\n");
+fn a_write_to_soul_md_waits_for_a_yes_and_a_no_leaves_it_untouched_while_a_note_is_not_asked() {
+    let home = Home::new(Wire::OpenAi);
+    std::fs::write(home.workspace().join("SOUL.md"), ORIGINAL).unwrap();
+    home.mock.push(Reply::tool_calls(vec![
+        (
+            "call_1".into(),
+            "write_file".into(),
+            json!({"path": "notes/soul-ideas.md", "content": PLANTED}),
+        ),
+        (
+            "call_2".into(),
+            "write_file".into(),
+            json!({"path": "SOUL.md", "content": PLANTED}),
+        ),
+    ]));
+    home.mock.push(Reply::text("done"));
+    let run = home.run(
+        home.nanocrab()
+            .args(["agent", "-m", "tidy up my soul"])
+            .write_stdin("n\n"),
+    );
+    assert!(run.success, "{}", run.stderr);
+    let stderr = run.stderr;
     let soul = home.workspace().canonicalize().unwrap().join("SOUL.md");
     assert!(
         stderr.contains(&format!(
@@ -63,6 +83,11 @@ fn a_write_to_soul_md_waits_for_a_yes_and_a_no_leaves_it_untouched() {
         )),
         "{stderr}"
     );
+    assert_eq!(stderr.matches("? write_file").count(), 1, "{stderr}");
+    let results = tool_results(&home.requests()[1].body);
+    let (_, note, note_failed) = &results[0];
+    assert!(!note_failed, "{note}");
+    let (_, text, is_error) = &results[1];
     assert!(is_error);
     assert!(text.starts_with("Error: cli denied write_file"), "{text}");
     assert_eq!(std::fs::read_to_string(&soul).unwrap(), ORIGINAL);
@@ -75,21 +100,6 @@ fn a_write_to_soul_md_waits_for_a_yes_and_a_no_leaves_it_untouched() {
             home.home().join("state/workspace-history/main").display()
         )
     );
-}
-
-#[test]
-fn a_write_to_a_note_is_not_asked_and_keeps_no_version() {
-    let home = Home::new(Wire::OpenAi);
-    home.mock.push(Reply::tool_call(
-        "call_1",
-        "write_file",
-        json!({"path": "notes/soul-ideas.md", "content": PLANTED}),
-    ));
-    home.mock.push(Reply::text("done"));
-    let (stderr, text, is_error) = turn(&home, "");
-    assert!(!is_error, "{text}");
-    assert!(!stderr.contains("? write_file"), "{stderr}");
-    assert!(!home.home().join("state/workspace-history").exists());
 }
 
 #[test]
