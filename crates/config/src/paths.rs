@@ -68,6 +68,12 @@ impl Paths {
         self.state_dir().join("audit.sqlite")
     }
 
+    /// What the tools replaced in each agent's instruction files (bootstrap files, skills),
+    /// one folder per agent: `nanocrab workspace history`.
+    pub fn workspace_history(&self) -> PathBuf {
+        self.state_dir().join("workspace-history")
+    }
+
     pub fn logs_dir(&self) -> PathBuf {
         self.home.join("logs")
     }

@@ -933,23 +933,27 @@ impl Agent {
                 let signature = (call.name.clone(), call.input.clone());
                 let earlier = seen_calls.iter().filter(|s| **s == signature).count();
                 seen_calls.push(signature);
-                let result = if earlier >= MAX_IDENTICAL_CALLS {
+                let (result, change) = if earlier >= MAX_IDENTICAL_CALLS {
                     refused_repeats += 1;
-                    ToolResult::error(
+                    let refused = ToolResult::error(
                         &call.id,
                         format!(
                             "Error: you are repeating yourself: {} was already called {earlier} times in this turn with these exact arguments. Use what it returned, try something different, or answer the user.",
                             call.name
                         ),
-                    )
+                    );
+                    (refused, None)
                 } else {
                     tokio::select! {
                         biased;
-                        () = cancel.cancelled() => ToolResult::error(
-                            &call.id,
-                            "Error: interrupted by the user before it finished.",
+                        () = cancel.cancelled() => (
+                            ToolResult::error(
+                                &call.id,
+                                "Error: interrupted by the user before it finished.",
+                            ),
+                            None,
                         ),
-                        result = registry.execute(call, ctx) => result,
+                        reported = registry.execute_reporting(call, ctx) => reported,
                     }
                 };
                 on_event(AgentEvent::ToolEnd {
@@ -958,6 +962,9 @@ impl Agent {
                     output: result.content.clone(),
                     is_error: result.is_error,
                 });
+                if let Some(change) = change {
+                    on_event(AgentEvent::InstructionsChanged(change));
+                }
                 results.push(ContentBlock::ToolResult(result));
             }
             let results = LlmMessage {

@@ -226,6 +226,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn every_file_the_prompt_is_built_from_is_a_guarded_instruction_path() {
+        let templates = crate::workspace::TEMPLATES
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| !name.starts_with("memory/"));
+        let unguarded: Vec<&str> = BOOTSTRAP_FILES
+            .into_iter()
+            .chain(templates)
+            .chain(["skills/"])
+            .filter(|name| !nanocrab_policy::INSTRUCTION_PATHS.contains(name))
+            .collect();
+        assert_eq!(unguarded, Vec::<&str>::new());
+    }
+
     fn tools() -> Vec<String> {
         ["read_file", "write_file", "edit_file", "list_dir", "exec"]
             .map(String::from)

@@ -7,7 +7,7 @@ use nanocrab_core::{ContextBuilder, RuntimeInfo, workspace::write_templates};
 use nanocrab_schema::LlmMessage;
 
 #[test]
-fn hello_with_the_default_workspace_and_tools_is_under_10000_characters() {
+fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
     let dir = tempfile::tempdir().unwrap();
     write_templates(dir.path()).unwrap();
     let tools = nanocrab_tools::builtin_registry(
@@ -35,7 +35,7 @@ fn hello_with_the_default_workspace_and_tools_is_under_10000_characters() {
 
     let total = system.len() + messages.len() + schemas.len();
     assert!(
-        total < 10_000,
+        total < 6_000,
         "first request is {total} characters: system prompt {}, messages {}, tool schemas {}",
         system.len(),
         messages.len(),

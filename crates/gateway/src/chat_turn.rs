@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nanocrab_channels::Channel;
-use nanocrab_schema::{ChatType, InboundMessage, OutboundMessage, SessionKey};
+use nanocrab_schema::{
+    AgentEvent, ChatType, InboundMessage, InstructionsChange, OutboundMessage, SessionKey,
+};
 
 use crate::approvals::Approvals;
 use crate::chat_input::user_input;
@@ -93,9 +95,19 @@ impl ChatTurns {
         let typing = channel.capabilities().typing;
         // The turn's approvals are asked in the chat it answers.
         self.approvals.bind(session, chat.clone());
+        // Said in the chat, so the person there sees a standing instruction change as it does.
+        let changes = std::sync::Mutex::new(Vec::new());
         let turn = async {
             let input = user_input(channel.as_ref(), &agent.workspace, &messages).await;
-            agent.agent.run_turn(session, input, &mut |_| {}).await
+            let mut on_event = |event: AgentEvent| {
+                if let AgentEvent::InstructionsChanged(change) = event {
+                    changes
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(change);
+                }
+            };
+            agent.agent.run_turn(session, input, &mut on_event).await
         };
         tokio::pin!(turn);
         let outcome = loop {
@@ -111,6 +123,27 @@ impl ChatTurns {
             }
         };
         self.approvals.unbind(session);
+        let changes: Vec<InstructionsChange> = changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain(..)
+            .collect();
+        for change in changes {
+            let agent = if change.agent == nanocrab_config::DEFAULT_AGENT_ID {
+                String::new()
+            } else {
+                format!(" --agent {}", change.agent)
+            };
+            let note = format!(
+                "✎ {path} changed (version {version}), by {tool}. See the change: `nanocrab \
+                 workspace diff{agent} {path} {version}` · undo it: `nanocrab workspace \
+                 restore{agent} {path} {version}`",
+                path = change.path,
+                version = change.version,
+                tool = change.tool,
+            );
+            self.send(&answer_to(message, note)).await;
+        }
         let text = match outcome {
             Ok(outcome) => {
                 self.status.count(Event::TurnFinished);

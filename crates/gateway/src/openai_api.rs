@@ -293,6 +293,7 @@ fn stream(
                 | AgentEvent::ModelFallback { .. }
                 | AgentEvent::Retry { .. }
                 | AgentEvent::Consolidating { .. }
+                | AgentEvent::InstructionsChanged(_)
                 | AgentEvent::Done { .. }
                 | AgentEvent::Error { .. } => {}
             }

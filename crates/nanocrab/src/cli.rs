@@ -68,6 +68,12 @@ pub enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// The instruction files (AGENTS.md, SOUL.md, USER.md, TOOLS.md, IDENTITY.md,
+    /// HEARTBEAT.md, skills/): every change the tools made to them, what it changed, and undo.
+    Workspace {
+        #[command(subcommand)]
+        command: WorkspaceCommand,
+    },
     /// Config file helpers.
     Config {
         #[command(subcommand)]
@@ -236,6 +242,35 @@ pub enum PairingCommand {
         channel: String,
         /// The sender's user id on that channel.
         sender_id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// The recorded changes of PATH (relative to the workspace), or of every instruction file.
+    History {
+        path: Option<String>,
+        /// The agent whose workspace it is (`main` or an agents.entries id).
+        #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
+        agent: String,
+    },
+    /// What change VERSION of PATH did, as a unified diff (default: the latest change).
+    Diff {
+        path: String,
+        /// The change's number, as `history` lists it.
+        #[arg(value_name = "VERSION")]
+        number: Option<u32>,
+        #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
+        agent: String,
+    },
+    /// Put PATH back as it was before change VERSION (undoing it and every later one); what
+    /// it holds now is kept as a new version first.
+    Restore {
+        path: String,
+        #[arg(value_name = "VERSION")]
+        number: u32,
+        #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
+        agent: String,
     },
 }
 

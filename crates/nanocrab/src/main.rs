@@ -106,6 +106,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             command: SecurityCommand::Audit { fix },
         } => commands::security::audit(&env, fix),
         Command::Audit { command } => commands::audit::run(&env, command),
+        Command::Workspace { command } => commands::workspace::run(&env, command),
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

@@ -22,5 +22,5 @@ pub use capability::{
 };
 pub use exec_policy::{DEFAULT_SAFE_BINS, Denial, ExecPlan, ExecPolicy, ExecPolicyError};
 pub use grant::{CapabilityGrant, GrantSource, Grants, Verdict, decide};
-pub use path_guard::{PathDenial, PathGuard, PathGuardError};
+pub use path_guard::{INSTRUCTION_PATHS, PathDenial, PathGuard, PathGuardError};
 pub use redact::{MIN_SECRET_LEN, Redactor};

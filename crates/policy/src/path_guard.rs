@@ -14,6 +14,20 @@ use std::path::{Component, Path, PathBuf};
 
 use nanocrab_config::ToolsConfig;
 
+/// The workspace files the system prompt is built from, relative to the workspace: the
+/// bootstrap files and, ending in `/`, the skills folder with everything in it. Whatever is
+/// written there becomes a standing instruction of every later session, so the file tools
+/// treat a write to them as guarded and keep a copy of what it replaced.
+pub const INSTRUCTION_PATHS: &[&str] = &[
+    "AGENTS.md",
+    "SOUL.md",
+    "USER.md",
+    "TOOLS.md",
+    "IDENTITY.md",
+    "HEARTBEAT.md",
+    "skills/",
+];
+
 /// Symlinks followed in one resolution before giving up, as Linux's `MAXSYMLINKS`.
 const MAX_SYMLINK_HOPS: usize = 40;
 
@@ -144,9 +158,42 @@ impl PathGuard {
         &self.allowed
     }
 
-    /// `protectedPaths`, resolved.
+    /// `protectedPaths`, resolved: absolute, symlinks followed.
     pub fn protected_paths(&self) -> &[PathBuf] {
         &self.protected
+    }
+
+    /// [`INSTRUCTION_PATHS`] under the workspace, resolved as a write to them would be (a
+    /// bootstrap file that is a symlink gives its target). They need not exist.
+    pub fn guarded_paths(&self) -> Vec<PathBuf> {
+        INSTRUCTION_PATHS
+            .iter()
+            .map(|name| {
+                let lexical = self.workspace.join(name.trim_end_matches('/'));
+                resolve_absolute(&lexical).unwrap_or(lexical)
+            })
+            .collect()
+    }
+
+    /// When `resolved` (a path the guard resolved) is an instruction file or lies in an
+    /// instruction folder: its path relative to the workspace as the prompt names it
+    /// (`SOUL.md`, `skills/weather/SKILL.md`), also when it was reached through a symlink.
+    pub fn instruction_file(&self, resolved: &Path) -> Option<PathBuf> {
+        INSTRUCTION_PATHS.iter().find_map(|name| {
+            let name = Path::new(name.trim_end_matches('/'));
+            let lexical = self.workspace.join(name);
+            // Resolved now, not when the guard was made: a link made since must count too.
+            let target = resolve_absolute(&lexical).unwrap_or_else(|_| lexical.clone());
+            [lexical, target].iter().find_map(|root| {
+                resolved.strip_prefix(root).ok().map(|rest| {
+                    if rest.as_os_str().is_empty() {
+                        name.to_path_buf()
+                    } else {
+                        name.join(rest)
+                    }
+                })
+            })
+        })
     }
 
     pub fn restricts_to_workspace(&self) -> bool {
@@ -323,6 +370,71 @@ mod tests {
         assert_eq!(
             resolve_absolute(Path::new("/../../nonexistent-xyz/../a")).unwrap(),
             PathBuf::from("/a")
+        );
+    }
+
+    #[test]
+    fn instruction_files_are_found_directly_inside_and_through_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("skills/weather")).unwrap();
+        std::fs::create_dir_all(dir.path().join("dotfiles")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("dotfiles/soul.md"), ws.join("SOUL.md"))
+            .unwrap();
+        // The link leads out of the workspace, where only an unrestricted guard may write.
+        let config = ToolsConfig {
+            restrict_to_workspace: false,
+            ..ToolsConfig::default()
+        };
+        let guard = PathGuard::new(&ws, &config, None).unwrap();
+        let ws = guard.workspace().to_path_buf();
+        let found = |asked: &str| {
+            guard
+                .instruction_file(&guard.check_write(asked).unwrap())
+                .map(|p| p.display().to_string())
+        };
+        assert_eq!(
+            [
+                "AGENTS.md",
+                "./skills/weather/SKILL.md",
+                "skills",
+                "SOUL.md",
+                "notes/SOUL.md",
+                "AGENTS.md.bak",
+                "memory/MEMORY.md",
+            ]
+            .map(found),
+            [
+                Some("AGENTS.md".to_owned()),
+                Some("skills/weather/SKILL.md".to_owned()),
+                Some("skills".to_owned()),
+                Some("SOUL.md".to_owned()),
+                None,
+                None,
+                None,
+            ]
+        );
+        let guarded = guard.guarded_paths();
+        assert_eq!(guarded.len(), INSTRUCTION_PATHS.len());
+        assert_eq!(guarded[0], ws.join("AGENTS.md"));
+        assert_eq!(
+            guarded[1],
+            dir.path().canonicalize().unwrap().join("dotfiles/soul.md")
+        );
+        assert_eq!(guarded[6], ws.join("skills"));
+    }
+
+    #[test]
+    fn protected_paths_are_given_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ToolsConfig {
+            protected_paths: vec!["secrets".into()],
+            ..ToolsConfig::default()
+        };
+        let guard = PathGuard::new(dir.path(), &config, None).unwrap();
+        assert_eq!(
+            guard.protected_paths(),
+            [dir.path().canonicalize().unwrap().join("secrets")]
         );
     }
 

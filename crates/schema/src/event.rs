@@ -51,10 +51,25 @@ pub enum AgentEvent {
     /// `messages` messages are being folded into the memory files: a model call that may
     /// take a while (`/new`, or before older history is summarised).
     Consolidating { messages: usize },
+    /// A tool changed a file the system prompt is built from (a bootstrap file or a skill);
+    /// what it replaced is kept as `version` (`nanocrab workspace diff PATH VERSION`).
+    InstructionsChanged(InstructionsChange),
     /// The run finished with this final answer.
     Done { text: String },
     /// The run failed; `message` is safe to show the user.
     Error { message: String },
+}
+
+/// One change to an instruction file, as [`AgentEvent::InstructionsChanged`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstructionsChange {
+    pub agent: String,
+    /// Relative to the agent's workspace (`SOUL.md`, `skills/weather/SKILL.md`).
+    pub path: String,
+    /// The number the previous content is kept under; the first change of a file is 1.
+    pub version: u32,
+    /// The tool that made the change (`write_file`, `edit_file`).
+    pub tool: String,
 }
 
 /// Where a retrieved piece of memory came from.
@@ -66,4 +81,32 @@ pub struct RetrievedSource {
     pub end_line: usize,
     /// 0 to 1, relative to the best match.
     pub score: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn an_instructions_change_is_one_flat_object() {
+        let event = AgentEvent::InstructionsChanged(InstructionsChange {
+            agent: "main".into(),
+            path: "SOUL.md".into(),
+            version: 3,
+            tool: "edit_file".into(),
+        });
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "type": "instructions_changed",
+                "agent": "main",
+                "path": "SOUL.md",
+                "version": 3,
+                "tool": "edit_file",
+            })
+        );
+        assert_eq!(serde_json::from_value::<AgentEvent>(json).unwrap(), event);
+    }
 }

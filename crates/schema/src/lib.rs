@@ -16,7 +16,7 @@ mod usage;
 pub use channel_message::{
     ChatRef, ChatType, InboundMessage, Media, MediaKind, OutboundMessage, ReplyTo, Sender,
 };
-pub use event::{AgentEvent, RetrievedSource};
+pub use event::{AgentEvent, InstructionsChange, RetrievedSource};
 pub use ids::{RunId, StepId, TaskId, TraceId};
 pub use message::{ContentBlock, Image, LlmMessage, Role, StopReason};
 pub use session_key::{SessionKey, SessionKeyError};

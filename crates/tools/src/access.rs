@@ -28,7 +28,15 @@ pub(crate) fn writing(guard: &PathGuard, verb: &str, path: PathBuf) -> Invocatio
         capabilities.push(Capability::MemoryWrite);
     }
     let summary = format!("{verb} {}", path.display());
-    let risk = risk(guard, &path);
+    // A bootstrap file or skill is an instruction to every later session, so a model talked
+    // into writing one must not do it alone: it takes a grant or a human's yes.
+    let (risk, summary) = match guard.instruction_file(&path) {
+        Some(_) => (
+            risk(guard, &path).max(Risk::Guarded),
+            format!("{summary}, an instruction file every later session follows"),
+        ),
+        None => (risk(guard, &path), summary),
+    };
     capabilities.insert(0, Capability::FsWrite(path));
     Invocation::new(risk, summary, capabilities)
 }

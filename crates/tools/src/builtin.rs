@@ -84,8 +84,12 @@ pub fn builtin_registry(
         ..policy
     });
     registry.register(Arc::new(ReadFileTool::new(Arc::clone(&guard))));
-    registry.register(Arc::new(WriteFileTool::new(Arc::clone(&guard))));
-    registry.register(Arc::new(EditFileTool::new(Arc::clone(&guard))));
+    let history = registry.policy().workspace_history.clone();
+    registry.register(Arc::new(WriteFileTool::new(
+        Arc::clone(&guard),
+        history.clone(),
+    )));
+    registry.register(Arc::new(EditFileTool::new(Arc::clone(&guard), history)));
     registry.register(Arc::new(ListDirTool::new(Arc::clone(&guard))));
     registry.register(Arc::new(ExecTool::new(
         Arc::clone(&guard),

@@ -1,25 +1,27 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use nanocrab_policy::{Invocation, PathGuard};
+use nanocrab_policy::{Invocation, PathGuard, Risk};
 use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::access::writing;
 use crate::arguments::parse_arguments;
-use crate::atomic_write::write_atomically;
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::workspace_history::{WorkspaceHistory, preview, write_recorded};
 
 const EXPECTED: &str = "`path`, `old_text` and `new_text` (strings)";
 
 pub struct EditFileTool {
     guard: Arc<PathGuard>,
+    /// Where what a change to an instruction file replaced is kept; `None` keeps nothing.
+    history: Option<WorkspaceHistory>,
 }
 
 impl EditFileTool {
-    pub fn new(guard: Arc<PathGuard>) -> Self {
-        Self { guard }
+    pub fn new(guard: Arc<PathGuard>, history: Option<WorkspaceHistory>) -> Self {
+        Self { guard, history }
     }
 }
 
@@ -57,17 +59,22 @@ impl Tool for EditFileTool {
         _: &ToolContext,
     ) -> Result<Invocation, ToolError> {
         let args: Arguments = parse_arguments("edit_file", input.clone(), EXPECTED)?;
-        Ok(writing(
-            &self.guard,
-            "edit",
-            self.guard.check_write(&args.path)?,
-        ))
+        let mut invocation = writing(&self.guard, "edit", self.guard.check_write(&args.path)?);
+        if invocation.risk != Risk::Safe {
+            invocation.summary = format!(
+                "{}: {} becomes {}",
+                invocation.summary,
+                preview(&args.old_text),
+                preview(&args.new_text)
+            );
+        }
+        Ok(invocation)
     }
 
     async fn call(
         &self,
         input: serde_json::Value,
-        _: &ToolContext,
+        ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: Arguments = parse_arguments("edit_file", input, EXPECTED)?;
         if args.old_text.is_empty() {
@@ -108,7 +115,17 @@ impl Tool for EditFileTool {
             }
         }
         let edited = content.replacen(&args.old_text, &args.new_text, 1);
-        write_atomically(&path, edited.as_bytes())?;
-        Ok(ToolOutput::trusted(format!("Edited {}", path.display())))
+        let change = write_recorded(
+            &self.guard,
+            self.history.as_ref(),
+            &path,
+            edited.as_bytes(),
+            "edit_file",
+            ctx,
+        )?;
+        Ok(ToolOutput {
+            instructions_change: change,
+            ..ToolOutput::trusted(format!("Edited {}", path.display()))
+        })
     }
 }

@@ -121,7 +121,8 @@ impl ExecTool {
             argv,
             self.guard.workspace(),
             self.guard.allowed_paths(),
-            self.guard.protected_paths(),
+            // The instruction files too: a command's writes cannot be asked about one by one.
+            &[self.guard.protected_paths(), &self.guard.guarded_paths()].concat(),
             session,
         )?;
         let Some((program, args)) = wrapped.split_first() else {

@@ -329,7 +329,7 @@ impl SandboxProvider for FirstUse {
             self.check_read_only().map_err(|err| {
                 tracing::warn!(
                     "{err}; exec commands can write the protected paths and the agent's \
-                     instructions (the file tools still refuse them)"
+                     instructions (the file tools still guard them)"
                 );
                 err.to_string()
             })

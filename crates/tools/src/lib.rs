@@ -18,6 +18,7 @@ mod tool;
 mod untrusted;
 #[cfg(feature = "wasm")]
 pub mod wasm;
+mod workspace_history;
 mod write_file;
 
 pub use builtin::{ToolSetupError, builtin_registry, grants_from_config};
@@ -31,3 +32,4 @@ pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
 pub use registry::{DEFAULT_APPROVAL_TIMEOUT, ToolPolicy, ToolRegistry};
 pub use tool::{GuestFailure, Provenance, Tool, ToolContext, ToolError, ToolOutput};
 pub use untrusted::{UNTRUSTED_TAG, wrap_untrusted};
+pub use workspace_history::{Change, ContentDigest, HistoryError, Version, WorkspaceHistory};

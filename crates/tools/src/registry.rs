@@ -7,11 +7,12 @@ use nanocrab_policy::{
     AuditLog, AuditRecord, CallStatus, CapabilityGrant, CapabilityPattern, GrantSource, Grants,
     Invocation, Redactor, Risk, Verdict, decide,
 };
-use nanocrab_schema::{SessionKey, StepId, ToolCall, ToolDef, ToolResult};
+use nanocrab_schema::{InstructionsChange, SessionKey, StepId, ToolCall, ToolDef, ToolResult};
 use tracing::Instrument as _;
 
 use crate::tool::{Provenance, Tool, ToolContext, ToolError};
 use crate::untrusted::wrap_untrusted;
+use crate::workspace_history::WorkspaceHistory;
 
 /// How long a call waits for a human when config says nothing.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -29,6 +30,9 @@ pub struct ToolPolicy {
     pub approval_timeout: Duration,
     pub audit: Option<Arc<AuditLog>>,
     pub redactor: Redactor,
+    /// Where the built-in file tools keep what a change to an instruction file (a bootstrap
+    /// file or a skill) replaced; without it nothing is kept.
+    pub workspace_history: Option<WorkspaceHistory>,
 }
 
 impl Default for ToolPolicy {
@@ -40,6 +44,7 @@ impl Default for ToolPolicy {
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             audit: None,
             redactor: Redactor::default(),
+            workspace_history: None,
         }
     }
 }
@@ -113,6 +118,16 @@ impl ToolRegistry {
     /// tool, bad arguments, denied, the tool's own error) becomes an error result for the model,
     /// never a dropped call.
     pub async fn execute(&self, call: &ToolCall, ctx: &ToolContext) -> ToolResult {
+        self.execute_reporting(call, ctx).await.0
+    }
+
+    /// [`Self::execute`], and the change the call made to an instruction file (a bootstrap
+    /// file or a skill), which the run reports to the user.
+    pub async fn execute_reporting(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+    ) -> (ToolResult, Option<InstructionsChange>) {
         let step_id = StepId::new();
         let span = tracing::info_span!(
             "tool_call",
@@ -129,7 +144,7 @@ impl ToolRegistry {
         call: &ToolCall,
         ctx: &ToolContext,
         step_id: StepId,
-    ) -> ToolResult {
+    ) -> (ToolResult, Option<InstructionsChange>) {
         let started_at_ms = now_ms();
         let mut record = AuditRecord {
             id: 0,
@@ -152,7 +167,8 @@ impl ToolRegistry {
             status: CallStatus::Denied,
             error: None,
         };
-        let result = self.run(call, ctx, &mut record).await;
+        let mut change = None;
+        let result = self.run(call, ctx, &mut record, &mut change).await;
         let result = ToolResult {
             content: self.policy.redactor.redact(&result.content).into_owned(),
             ..result
@@ -170,7 +186,7 @@ impl ToolRegistry {
                 call.id
             );
         }
-        result
+        (result, change)
     }
 
     async fn run(
@@ -178,6 +194,7 @@ impl ToolRegistry {
         call: &ToolCall,
         ctx: &ToolContext,
         record: &mut AuditRecord,
+        change: &mut Option<InstructionsChange>,
     ) -> ToolResult {
         let Some(tool) = self.tools.iter().find(|t| t.definition().name == call.name) else {
             record.status = CallStatus::Error;
@@ -227,6 +244,7 @@ impl ToolRegistry {
         match tool.call(call.input.clone(), ctx).await {
             Ok(output) => {
                 record.status = CallStatus::Ok;
+                *change = output.instructions_change;
                 let text = match &output.provenance {
                     Provenance::Trusted => output.text,
                     Provenance::Untrusted { source } => wrap_untrusted(source, &output.text),

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use nanocrab_policy::{Denial, Invocation, PathDenial};
-use nanocrab_schema::{RunId, SessionKey, TaskId, ToolDef, TraceId};
+use nanocrab_schema::{InstructionsChange, RunId, SessionKey, TaskId, ToolDef, TraceId};
 
 /// Per-run facts a tool may need, and the ids its calls are recorded under; what a tool may
 /// *do* is fixed when it is constructed (its policy) and by the run's grants, not passed here.
@@ -51,6 +51,8 @@ pub enum Provenance {
 pub struct ToolOutput {
     pub text: String,
     pub provenance: Provenance,
+    /// The call changed an instruction file (a bootstrap file or a skill); the run reports it.
+    pub instructions_change: Option<InstructionsChange>,
 }
 
 impl ToolOutput {
@@ -58,6 +60,7 @@ impl ToolOutput {
         Self {
             text: text.into(),
             provenance: Provenance::Trusted,
+            instructions_change: None,
         }
     }
 
@@ -67,6 +70,7 @@ impl ToolOutput {
             provenance: Provenance::Untrusted {
                 source: source.into(),
             },
+            instructions_change: None,
         }
     }
 }

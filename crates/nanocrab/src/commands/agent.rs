@@ -353,6 +353,22 @@ impl<O: Write, E: Write> EventPrinter<O, E> {
                 };
                 self.line(colour, &line);
             }
+            AgentEvent::InstructionsChanged(change) => {
+                let agent = if change.agent == nanocrab_config::DEFAULT_AGENT_ID {
+                    String::new()
+                } else {
+                    format!(" --agent {}", change.agent)
+                };
+                self.line(
+                    YELLOW,
+                    &format!(
+                        "  ✎ {path} changed (version {version}) — nanocrab workspace diff{agent} \
+                         {path} {version}",
+                        path = change.path,
+                        version = change.version,
+                    ),
+                );
+            }
             AgentEvent::NewResponse { .. } => {
                 self.stop_spinner();
                 self.end_line();
@@ -626,6 +642,28 @@ mod tests {
                 "  ✗ exec rm -rf /: Error: denied: rm is not allowed",
                 "  ⟳ consolidating memory (12 messages)…",
             ]
+        );
+    }
+
+    #[test]
+    fn a_changed_instruction_file_names_the_command_that_shows_the_change() {
+        let change = |agent: &str| {
+            AgentEvent::InstructionsChanged(nanocrab_schema::InstructionsChange {
+                agent: agent.into(),
+                path: "SOUL.md".into(),
+                version: 3,
+                tool: "write_file".into(),
+            })
+        };
+        let (out, err) = printed(
+            Look::new(false, false, None),
+            vec![change("main"), change("work")],
+        );
+        assert_eq!(out, "");
+        assert_eq!(
+            err,
+            "  ✎ SOUL.md changed (version 3) — nanocrab workspace diff SOUL.md 3\n  ✎ SOUL.md \
+             changed (version 3) — nanocrab workspace diff --agent work SOUL.md 3\n"
         );
     }
 }

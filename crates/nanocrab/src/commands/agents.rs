@@ -111,6 +111,9 @@ pub fn build(
         approver,
         redactor: audit.redactor().clone(),
         audit: Some(audit),
+        workspace_history: Some(nanocrab_tools::WorkspaceHistory::new(
+            env.paths.workspace_history(),
+        )),
         ..ToolPolicy::default()
     };
     // This binary is the sandbox launcher (`nanocrab __sandbox`, dispatched in main).

@@ -14,6 +14,7 @@ pub mod sessions;
 pub mod status;
 pub mod stdin_approver;
 pub mod usage;
+pub mod workspace;
 
 use std::path::PathBuf;
 

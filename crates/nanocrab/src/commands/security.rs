@@ -347,7 +347,7 @@ impl SandboxGaps {
                 place: format!("{key}.protectedPaths"),
                 what: format!(
                     "{reason}: exec commands can write the protected paths and the agent's \
-                     instructions (the file tools still refuse them)"
+                     instructions (the file tools still guard them)"
                 ),
                 fix: "install bubblewrap, or let unprivileged users create user namespaces \
                       (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu \
@@ -446,7 +446,7 @@ mod tests {
                    machine with its command line, and what they start in the background \
                    outlives them";
         let read_only = "no user namespaces: exec commands can write the protected paths and \
-                         the agent's instructions (the file tools still refuse them)";
+                         the agent's instructions (the file tools still guard them)";
         assert_eq!(
             found(&gaps, tools(true, WorkspaceAccess::ReadWrite)),
             [

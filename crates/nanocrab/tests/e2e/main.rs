@@ -14,6 +14,7 @@ mod gateway;
 mod gateway_approvals;
 mod gemini;
 mod images;
+mod instructions;
 mod local_model;
 mod memory;
 mod memory_templates;
