@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::access::writing;
 use crate::arguments::parse_arguments;
 use crate::atomic_write::write_atomically;
+use crate::note_marks::mark_before_write;
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
 const EXPECTED: &str = "`path`, `old_text` and `new_text` (strings)";
@@ -67,7 +68,7 @@ impl Tool for EditFileTool {
     async fn call(
         &self,
         input: serde_json::Value,
-        _: &ToolContext,
+        ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: Arguments = parse_arguments("edit_file", input, EXPECTED)?;
         if args.old_text.is_empty() {
@@ -108,6 +109,7 @@ impl Tool for EditFileTool {
             }
         }
         let edited = content.replacen(&args.old_text, &args.new_text, 1);
+        mark_before_write(ctx, self.guard.workspace(), &path)?;
         write_atomically(&path, edited.as_bytes())?;
         Ok(ToolOutput::trusted(format!("Edited {}", path.display())))
     }

@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::access::writing;
 use crate::arguments::parse_arguments;
 use crate::atomic_write::write_atomically;
+use crate::note_marks::mark_before_write;
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
 const EXPECTED: &str = "`path` (string) and `content` (string)";
@@ -63,10 +64,11 @@ impl Tool for WriteFileTool {
     async fn call(
         &self,
         input: serde_json::Value,
-        _: &ToolContext,
+        ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: Arguments = parse_arguments("write_file", input, EXPECTED)?;
         let path = self.guard.check_write(&args.path)?;
+        mark_before_write(ctx, self.guard.workspace(), &path)?;
         write_atomically(&path, args.content.as_bytes())?;
         Ok(ToolOutput::trusted(format!(
             "Wrote {} bytes to {}",
