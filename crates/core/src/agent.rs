@@ -713,20 +713,19 @@ impl Agent {
         };
         // Attached to this turn's message in every request of the turn, never stored.
         let retrieved = match (&self.memory, rag) {
-            (Some(memory), true) => match memory
-                .retrieve(&input.text, self.provenance.as_ref())
-                .await
-            {
-                Ok(Some((block, sources))) => {
-                    on_event(AgentEvent::Retrieval { sources });
-                    Some(block)
+            (Some(memory), true) => {
+                match memory.retrieve(&input.text, self.provenance.as_ref()).await {
+                    Ok(Some((block, sources))) => {
+                        on_event(AgentEvent::Retrieval { sources });
+                        Some(block)
+                    }
+                    Ok(None) => None,
+                    Err(err) => {
+                        tracing::warn!("memory retrieval failed, answering without it: {err}");
+                        None
+                    }
                 }
-                Ok(None) => None,
-                Err(err) => {
-                    tracing::warn!("memory retrieval failed, answering without it: {err}");
-                    None
-                }
-            },
+            }
             (Some(_) | None, _) => None,
         };
         let channel = input.channel.clone();

@@ -217,7 +217,10 @@ impl MemoryProvenance {
         if let Ok(bytes) = std::fs::read(&self.file)
             && bytes.last().is_some_and(|last| *last != b'\n')
         {
-            let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |at| at + 1);
+            let whole = bytes
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |at| at + 1);
             std::fs::OpenOptions::new()
                 .write(true)
                 .open(&self.file)
@@ -289,12 +292,18 @@ mod tests {
 
         log.trust(&["memory/MEMORY.md".to_owned()]).unwrap();
         let marks = log.marks().unwrap();
-        assert_eq!(marks.keys().collect::<Vec<_>>(), vec!["memory/2026-01-02.md"]);
+        assert_eq!(
+            marks.keys().collect::<Vec<_>>(),
+            vec!["memory/2026-01-02.md"]
+        );
 
         // Written from a page again after it was trusted: marked again, with only that page.
         log.mark_untrusted("memory/MEMORY.md", &[page.clone()], None)
             .unwrap();
-        assert_eq!(sources(&log.marks().unwrap(), "memory/MEMORY.md"), vec![page]);
+        assert_eq!(
+            sources(&log.marks().unwrap(), "memory/MEMORY.md"),
+            vec![page]
+        );
     }
 
     #[test]
@@ -306,7 +315,8 @@ mod tests {
             .append(true)
             .open(log.file())
             .unwrap();
-        file.write_all(br#"{"note":"memory/b.md","mark":"untr"#).unwrap();
+        file.write_all(br#"{"note":"memory/b.md","mark":"untr"#)
+            .unwrap();
         assert_eq!(
             log.marks().unwrap().keys().collect::<Vec<_>>(),
             vec!["memory/a.md"]
@@ -324,7 +334,11 @@ mod tests {
     fn a_damaged_line_before_the_last_is_an_error_naming_it() {
         let (_dir, log) = log();
         std::fs::create_dir_all(log.file().parent().unwrap()).unwrap();
-        std::fs::write(log.file(), "not json\n{\"note\":\"memory/a.md\",\"mark\":\"trusted\",\"at\":\"x\"}\n").unwrap();
+        std::fs::write(
+            log.file(),
+            "not json\n{\"note\":\"memory/a.md\",\"mark\":\"trusted\",\"at\":\"x\"}\n",
+        )
+        .unwrap();
         let err = log.marks().unwrap_err().to_string();
         assert!(err.contains("damaged at line 1"), "{err}");
     }

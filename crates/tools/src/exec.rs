@@ -231,7 +231,13 @@ impl Tool for ExecTool {
         // A shell command can write memory notes from anywhere; the watch marks those it
         // changed once it has finished, however it ends.
         let _notes = matches!(self.policy.mode(), ExecMode::Full)
-            .then(|| NotesWatch::start(ctx, self.guard.workspace(), format!("exec {}", args.command)))
+            .then(|| {
+                NotesWatch::start(
+                    ctx,
+                    self.guard.workspace(),
+                    format!("exec {}", args.command),
+                )
+            })
             .flatten();
         let cwd = self.working_dir(&args, ctx.session.as_ref())?;
         let plan = self.policy.analyze(&args.command, &cwd, &self.guard)?;

@@ -234,7 +234,10 @@ mod tests {
         std::fs::write(&log, "garbage\n{}\n").unwrap();
         let origins = NoteOrigins::load(Some(&MemoryProvenance::new(log)));
         let source = origins.fence_source("memory/MEMORY.md").unwrap();
-        assert!(source.starts_with("memory/MEMORY.md, origin unknown ("), "{source}");
+        assert!(
+            source.starts_with("memory/MEMORY.md, origin unknown ("),
+            "{source}"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod gemini;
 mod images;
 mod local_model;
 mod memory;
+mod memory_provenance;
 mod memory_templates;
 mod models;
 mod onboard;
