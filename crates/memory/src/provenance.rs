@@ -270,15 +270,19 @@ mod tests {
         let (_dir, log) = log();
         let page = "read_file /ws/page.html".to_owned();
         let forward = "forwarded from Mallory".to_owned();
-        log.mark_untrusted("memory/MEMORY.md", &[page.clone()], Some("cli:default"))
-            .unwrap();
+        log.mark_untrusted(
+            "memory/MEMORY.md",
+            std::slice::from_ref(&page),
+            Some("cli:default"),
+        )
+        .unwrap();
         log.mark_untrusted(
             "memory/MEMORY.md",
             &[forward.clone(), page.clone()],
             Some("telegram:42"),
         )
         .unwrap();
-        log.mark_untrusted("memory/2026-01-02.md", &[page.clone()], None)
+        log.mark_untrusted("memory/2026-01-02.md", std::slice::from_ref(&page), None)
             .unwrap();
         let marks = log.marks().unwrap();
         assert_eq!(
@@ -298,7 +302,7 @@ mod tests {
         );
 
         // Written from a page again after it was trusted: marked again, with only that page.
-        log.mark_untrusted("memory/MEMORY.md", &[page.clone()], None)
+        log.mark_untrusted("memory/MEMORY.md", std::slice::from_ref(&page), None)
             .unwrap();
         assert_eq!(
             sources(&log.marks().unwrap(), "memory/MEMORY.md"),

@@ -113,8 +113,9 @@ fn a_note_written_from_a_page_reaches_later_sessions_fenced_with_its_origin() {
     assert!(run.success, "{}", run.stderr);
     assert!(
         run.stdout
-            .contains(&format!("untrusted  1 note written from untrusted content"))
-            && run.stdout.contains(&format!("  memory/MEMORY.md  (last "))
+            .contains("untrusted  1 note written from untrusted content")
+            && run.stdout.contains("  memory/MEMORY.md  (last ")
+            && run.stdout.contains(", cli:default)\n")
             && run.stdout.contains(&format!("    from read_file {page}\n")),
         "{}",
         run.stdout
