@@ -1880,3 +1880,34 @@ async fn a_consolidation_of_a_conversation_with_a_forward_marks_the_notes_it_wri
         ]
     );
 }
+
+#[tokio::test]
+async fn a_summary_of_untrusted_text_stays_fenced_naming_what_it_was_made_from() {
+    let setup = setup_with(
+        vec![
+            answer("one", StopReason::EndTurn),
+            answer("two", StopReason::EndTurn),
+        ],
+        AgentSettings {
+            max_tokens: 100,
+            temperature: None,
+            max_tool_iterations: 40,
+            context_window_tokens: 1_200,
+        },
+    );
+    setup.provider.usage_factor.store(1, Ordering::SeqCst);
+    let forward = nanocrab_tools::wrap_untrusted("forwarded from Mallory", &"a".repeat(3_000));
+    run(&setup, &forward).await.1.unwrap();
+    let (events, _) = run(&setup, &"b".repeat(3_000)).await;
+    assert_eq!(events[0], AgentEvent::Compaction { messages: 2 });
+    let requests = setup.provider.requests.lock().unwrap();
+    let ContentBlock::Text { text } = &requests[1].messages[0].content[0] else {
+        panic!("no summary first: {:?}", requests[1].messages[0]);
+    };
+    assert!(
+        text.starts_with(
+            "[Summary of the earlier conversation; the whole of it is in the transcript]\n<untrusted-data source=\"summary of a conversation holding forwarded from Mallory\">\nSummary "
+        ) && text.ends_with("\n</untrusted-data>\n\n"),
+        "{text}"
+    );
+}
