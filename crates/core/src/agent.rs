@@ -1,13 +1,15 @@
 //! The agent loop: one user message in, tool calls as needed, one answer out, every step
 //! persisted as it happens and reported as an [`AgentEvent`].
 
-use nanocrab_memory::{CountedHistory, SessionEntry, SessionError, SessionStore, TokenCounter};
+use nanocrab_memory::{
+    CountedHistory, MemoryProvenance, SessionEntry, SessionError, SessionStore, TokenCounter,
+};
 use nanocrab_provider::{ChatRequest, ModelChain, ProviderDelta, ProviderError};
 use nanocrab_schema::{
     AgentEvent, ContentBlock, Image, LlmMessage, Role, RunId, SessionKey, StopReason, TaskId,
     ToolResult, TraceId, Usage,
 };
-use nanocrab_tools::{ToolContext, ToolRegistry};
+use nanocrab_tools::{NoteOrigins, ToolContext, ToolRegistry, fenced_sources, wrap_untrusted};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -107,6 +109,8 @@ pub struct Agent {
     context: ContextBuilder,
     settings: AgentSettings,
     memory: Option<MemoryRetrieval>,
+    /// Where memory notes written from untrusted text are marked.
+    provenance: Option<MemoryProvenance>,
     consolidation: Option<Consolidation>,
     housekeeper: Option<Housekeeper>,
     /// Sessions being consolidated now: one run per session at a time.
@@ -134,6 +138,7 @@ impl Agent {
             context,
             settings,
             memory: None,
+            provenance: None,
             consolidation: None,
             housekeeper: None,
             consolidating: std::sync::Mutex::default(),
@@ -194,6 +199,16 @@ impl Agent {
                 }
             }
         }
+        // A summary of untrusted text is untrusted text: it keeps the fence, naming what it
+        // was made from, so a later note written from it is marked too.
+        let mut sources = Vec::new();
+        if let Some(earlier) = &session.compaction {
+            add_fenced_sources(&mut sources, [&ContentBlock::text(earlier.summary.clone())]);
+        }
+        add_fenced_sources(
+            &mut sources,
+            entries[start..cut].iter().flat_map(|e| &e.content),
+        );
         let part_budget = ((budget as f64 * PART_SHARE) as usize).max(500);
         let mut parts: Vec<String> = Vec::new();
         let mut part = match &session.compaction {
@@ -235,6 +250,14 @@ impl Agent {
             tracing::warn!("{key}: the model returned an empty summary; not compacting");
             return Ok(false);
         }
+        let summary = if sources.is_empty() {
+            summary
+        } else {
+            wrap_untrusted(
+                &format!("summary of a conversation holding {}", sources.join("; ")),
+                summary.trim(),
+            )
+        };
         self.store
             .append_compaction(key, &nanocrab_memory::Compaction::new(cut, summary))?;
         on_event(AgentEvent::Compaction {
@@ -449,6 +472,23 @@ impl Agent {
         let workspace = self.context.workspace();
         let now = jiff::Zoned::now();
         let memory = nanocrab_memory::read_memory(workspace)?.unwrap_or_default();
+        // What the notes are rewritten from: a conversation that held untrusted text, or a
+        // MEMORY.md already written from some, marks what this run writes.
+        let mut sources = Vec::new();
+        add_fenced_sources(&mut sources, entries.iter().flat_map(|e| &e.content));
+        if let Some(source) =
+            NoteOrigins::load(self.provenance.as_ref()).note_source("memory/MEMORY.md")
+        {
+            sources.push(source);
+        }
+        let mark = |note: &str| -> Result<(), ConsolidationError> {
+            match &self.provenance {
+                Some(provenance) if !sources.is_empty() => {
+                    Ok(provenance.mark_untrusted(note, &sources, Some(&key.to_string()))?)
+                }
+                Some(_) | None => Ok(()),
+            }
+        };
         let prompt = crate::consolidation::prompt(&memory, entries);
         let housekeeper = self
             .housekeeper
@@ -462,7 +502,7 @@ impl Agent {
         // text (a small local one after a long wait) and the consolidation fails every time.
         if !models.primary().profile.tools {
             return self
-                .summarise_into_history(models, key, entries, done_after, &now)
+                .summarise_into_history(models, key, entries, done_after, &now, mark)
                 .await;
         }
         let request = ChatRequest {
@@ -487,11 +527,13 @@ impl Agent {
             .as_str()
             .filter(|e| !e.trim().is_empty())
         {
+            mark("memory/HISTORY.md")?;
             nanocrab_memory::append_history(workspace, entry, &now)?;
         }
         // An empty update would wipe the user's memory: it means "nothing new".
         let memory_changed = match call.input["memory_update"].as_str() {
             Some(text) if !text.trim().is_empty() => {
+                mark("memory/MEMORY.md")?;
                 nanocrab_memory::rewrite_memory(workspace, text, &consolidation.backups, &now)?
             }
             Some(_) | None => false,
@@ -514,6 +556,7 @@ impl Agent {
         entries: &[SessionEntry],
         done_after: usize,
         now: &jiff::Zoned,
+        mark: impl Fn(&str) -> Result<(), ConsolidationError>,
     ) -> Result<ConsolidationReport, ConsolidationError> {
         let conversation: String = entries.iter().map(crate::consolidation::render).collect();
         let summary = crate::housekeeping::ask_once(
@@ -527,6 +570,7 @@ impl Agent {
         if summary.trim().is_empty() {
             return Err(ConsolidationError::EmptySummary);
         }
+        mark("memory/HISTORY.md")?;
         nanocrab_memory::append_history(self.context.workspace(), summary.trim(), now)?;
         let mut settings = self.store.settings(key)?;
         settings.consolidated_entries = done_after;
@@ -535,6 +579,13 @@ impl Agent {
             entries: entries.len(),
             memory_changed: false,
         })
+    }
+
+    /// Marks the memory notes this agent writes from untrusted text in `provenance`, and
+    /// fences those notes wherever they reach the model again.
+    pub fn with_memory_provenance(mut self, provenance: MemoryProvenance) -> Self {
+        self.provenance = Some(provenance);
+        self
     }
 
     /// Lets the agent retrieve memory for each message (RAG mode, `/rag on`).
@@ -612,6 +663,8 @@ impl Agent {
             trace_id: input.trace_id.clone().unwrap_or_default(),
             task_id: TaskId::new(),
             run_id: RunId::new(),
+            untrusted_sources: Vec::new(),
+            memory_provenance: self.provenance.clone(),
         };
         // Every log line of the run, the tool calls' included, carries these ids.
         let span = tracing::info_span!(
@@ -660,17 +713,19 @@ impl Agent {
         };
         // Attached to this turn's message in every request of the turn, never stored.
         let retrieved = match (&self.memory, rag) {
-            (Some(memory), true) => match memory.retrieve(&input.text).await {
-                Ok(Some((block, sources))) => {
-                    on_event(AgentEvent::Retrieval { sources });
-                    Some(block)
+            (Some(memory), true) => {
+                match memory.retrieve(&input.text, self.provenance.as_ref()).await {
+                    Ok(Some((block, sources))) => {
+                        on_event(AgentEvent::Retrieval { sources });
+                        Some(block)
+                    }
+                    Ok(None) => None,
+                    Err(err) => {
+                        tracing::warn!("memory retrieval failed, answering without it: {err}");
+                        None
+                    }
                 }
-                Ok(None) => None,
-                Err(err) => {
-                    tracing::warn!("memory retrieval failed, answering without it: {err}");
-                    None
-                }
-            },
+            }
             (Some(_) | None, _) => None,
         };
         let channel = input.channel.clone();
@@ -686,7 +741,11 @@ impl Agent {
         } else {
             (Vec::new(), Vec::new())
         };
-        let mut context = self.context.clone().with_memory_by_retrieval(rag);
+        let mut context = self
+            .context
+            .clone()
+            .with_memory_by_retrieval(rag)
+            .with_memory_provenance(self.provenance.clone());
         if profile.compact_prompt {
             context = context.with_mode(PromptMode::Minimal);
         }
@@ -753,6 +812,7 @@ impl Agent {
         // After a fallback the rest of the turn stays on the model that answered; the next
         // turn tries the primary again.
         let mut current = 0;
+        let mut ctx = ctx.clone();
 
         for iteration in 1..=self.settings.max_tool_iterations {
             if iteration > 1 {
@@ -771,6 +831,13 @@ impl Agent {
             {
                 question.content.push(block.clone());
             }
+            // The untrusted text the model has in view; a memory note it writes now is
+            // marked with where that came from.
+            ctx.untrusted_sources = fenced_sources(&system);
+            add_fenced_sources(
+                &mut ctx.untrusted_sources,
+                messages.iter().flat_map(|m| &m.content),
+            );
             let request = ChatRequest {
                 // Each model of the chain puts its own name here.
                 model: String::new(),
@@ -953,9 +1020,14 @@ impl Agent {
                             ),
                             None,
                         ),
-                        reported = registry.execute_reporting(call, ctx) => reported,
+                        reported = registry.execute_reporting(call, &ctx) => reported,
                     }
                 };
+                // A later call of the same answer may write what this one read.
+                add_fenced_sources(
+                    &mut ctx.untrusted_sources,
+                    [&ContentBlock::ToolResult(result.clone())],
+                );
                 on_event(AgentEvent::ToolEnd {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
@@ -1109,6 +1181,29 @@ impl Agent {
         } else {
             "RAG mode off: MEMORY.md is in the prompt again.".to_owned()
         })
+    }
+}
+
+/// Adds the source of every untrusted fence in `blocks` (text and tool results) to `sources`,
+/// each once.
+fn add_fenced_sources<'a>(
+    sources: &mut Vec<String>,
+    blocks: impl IntoIterator<Item = &'a ContentBlock>,
+) {
+    for block in blocks {
+        let text = match block {
+            ContentBlock::Text { text } => text,
+            ContentBlock::ToolResult(result) => &result.content,
+            ContentBlock::ToolUse(_)
+            | ContentBlock::Image(_)
+            | ContentBlock::Thinking { .. }
+            | ContentBlock::RedactedThinking { .. } => continue,
+        };
+        for source in fenced_sources(text) {
+            if !sources.contains(&source) {
+                sources.push(source);
+            }
+        }
     }
 }
 

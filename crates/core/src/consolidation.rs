@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use nanocrab_memory::{MemoryFileError, SessionEntry, SessionError};
+use nanocrab_memory::{MemoryFileError, ProvenanceError, SessionEntry, SessionError};
 use nanocrab_provider::ProviderError;
 use nanocrab_schema::{ContentBlock, Role, ToolDef};
 use serde_json::json;
@@ -35,6 +35,9 @@ pub enum ConsolidationError {
     Session(#[from] SessionError),
     #[error("memory consolidation: {0}")]
     Files(#[from] MemoryFileError),
+    /// The notes would hold untrusted text but could not be marked, so were not written.
+    #[error("memory consolidation: {0}")]
+    Provenance(#[from] ProvenanceError),
     /// The answer's text is left out: it would put the conversation into the log.
     #[error(
         "memory consolidation: the model answered ({answer_chars} characters) without calling save_memory"

@@ -1,8 +1,9 @@
 //! RAG mode: instead of the whole of MEMORY.md in every system prompt, the notes that match
 //! the user's message are retrieved and attached to that message, for this turn only.
 
-use nanocrab_memory::{IndexError, IndexSetup, SearchOptions};
+use nanocrab_memory::{IndexError, IndexSetup, MemoryProvenance, SearchOptions};
 use nanocrab_schema::{ContentBlock, RetrievedSource};
+use nanocrab_tools::{NoteOrigins, hit_for_model};
 
 /// Where the agent searches its memory, and whether it does so by default.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,10 +17,12 @@ pub struct MemoryRetrieval {
 
 impl MemoryRetrieval {
     /// The best notes for `message`, as the block attached to it and their sources; `None`
-    /// when nothing matches. The index is brought up to date first.
+    /// when nothing matches. The index is brought up to date first. Documents, transcripts and
+    /// the notes `provenance` marks come fenced.
     pub(crate) async fn retrieve(
         &self,
         message: &str,
+        provenance: Option<&MemoryProvenance>,
     ) -> Result<Option<(ContentBlock, Vec<RetrievedSource>)>, IndexError> {
         let this = self.clone();
         let message = message.to_owned();
@@ -41,13 +44,14 @@ impl MemoryRetrieval {
         let mut text = String::from(
             "\n\n[Memory retrieved for this message; not written by the user. Use memory_get for more of a file.]",
         );
+        let origins = NoteOrigins::load(provenance);
         for hit in &hits {
             text.push_str(&format!(
                 "\n\n{}:{}-{}\n{}",
                 hit.path,
                 hit.start_line,
                 hit.end_line,
-                hit.snippet.trim_end()
+                hit_for_model(hit, &origins)
             ));
         }
         let sources = hits

@@ -9,6 +9,7 @@ mod index;
 mod index_setup;
 mod memory_files;
 mod pdf;
+mod provenance;
 mod ranking;
 mod session_store;
 mod tokens;
@@ -26,6 +27,7 @@ pub use index::{
 };
 pub use index_setup::IndexSetup;
 pub use memory_files::{MemoryFileError, append_history, read_memory, rewrite_memory};
+pub use provenance::{Mark, MemoryProvenance, NoteMark, ProvenanceEntry, ProvenanceError};
 pub use ranking::SearchOptions;
 pub use session_store::{
     Compaction, Session, SessionEntry, SessionError, SessionMetadata, SessionSettings,

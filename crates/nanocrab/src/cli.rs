@@ -168,8 +168,18 @@ pub enum MemoryCommand {
         #[arg(long)]
         rebuild: bool,
     },
-    /// What the index holds.
+    /// What the index holds, and which notes were written from untrusted content.
     Status,
+    /// Vouch for notes written from untrusted content, once you have checked them: they reach
+    /// the model unfenced again.
+    Trust {
+        /// Notes as `memory status` lists them (memory/MEMORY.md).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        paths: Vec<String>,
+        /// Every marked note.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

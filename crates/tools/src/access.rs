@@ -41,8 +41,7 @@ pub(crate) fn writing(guard: &PathGuard, verb: &str, path: PathBuf) -> Invocatio
     Invocation::new(risk, summary, capabilities)
 }
 
-/// Files under the workspace's `memory/`: curated by the user and the agent, and already
-/// shown to the model whole, so reading them back is not untrusted input.
+/// Files under the workspace's `memory/`: long-term memory, curated by the user and the agent.
 pub(crate) fn is_memory_file(guard: &PathGuard, path: &std::path::Path) -> bool {
     path.starts_with(guard.workspace().join("memory"))
 }

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::access::writing;
 use crate::arguments::parse_arguments;
+use crate::note_marks::mark_before_write;
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 use crate::workspace_history::{WorkspaceHistory, preview, write_recorded};
 
@@ -115,6 +116,7 @@ impl Tool for EditFileTool {
             }
         }
         let edited = content.replacen(&args.old_text, &args.new_text, 1);
+        mark_before_write(ctx, self.guard.workspace(), &path)?;
         let change = write_recorded(
             &self.guard,
             self.history.as_ref(),

@@ -20,6 +20,7 @@ use tokio::process::{Child, Command};
 
 use crate::arguments::parse_arguments;
 use crate::exec_sandbox::ExecSandbox;
+use crate::note_marks::NotesWatch;
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
 const EXPECTED: &str = "`command` (string) and optional `working_dir` (string)";
@@ -229,6 +230,17 @@ impl Tool for ExecTool {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: Arguments = parse_arguments("exec", input, EXPECTED)?;
+        // A shell command can write memory notes from anywhere; the watch marks those it
+        // changed once it has finished, however it ends.
+        let _notes = matches!(self.policy.mode(), ExecMode::Full)
+            .then(|| {
+                NotesWatch::start(
+                    ctx,
+                    self.guard.workspace(),
+                    format!("exec {}", args.command),
+                )
+            })
+            .flatten();
         let cwd = self.working_dir(&args, ctx.session.as_ref())?;
         let plan = self.policy.analyze(&args.command, &cwd, &self.guard)?;
         let argvs = match plan {

@@ -7,8 +7,9 @@ use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::access::{is_memory_file, reading};
+use crate::access::reading;
 use crate::arguments::parse_arguments;
+use crate::note_marks::{NoteOrigins, note_name};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
 const EXPECTED: &str = "`path` (string) and optional `start_line`, `end_line` (positive integers)";
@@ -74,7 +75,7 @@ impl Tool for MemoryGetTool {
     async fn call(
         &self,
         input: serde_json::Value,
-        _: &ToolContext,
+        ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: Arguments = parse_arguments("memory_get", input, EXPECTED)?;
         let start = args.start_line.unwrap_or(1);
@@ -122,13 +123,15 @@ impl Tool for MemoryGetTool {
             String::new()
         };
         let text = format!("{shown}:{start}-{end}\n{}{more}", lines.join("\n"));
-        // Documents in knowledge/ come from elsewhere; memory/ is the user's and the agent's.
-        if is_memory_file(&self.guard, &path) {
-            return Ok(ToolOutput::trusted(text));
-        }
-        Ok(ToolOutput::untrusted(
-            format!("memory_get {}", args.path),
-            text,
-        ))
+        // Documents in knowledge/ come from elsewhere; memory/ is the user's and the agent's,
+        // unless a note was written from untrusted text.
+        let origin = match note_name(workspace, &path) {
+            Some(note) => NoteOrigins::load(ctx.memory_provenance.as_ref()).note_source(&note),
+            None => Some(args.path.clone()),
+        };
+        Ok(match origin {
+            None => ToolOutput::trusted(text),
+            Some(origin) => ToolOutput::untrusted(format!("memory_get {origin}"), text),
+        })
     }
 }

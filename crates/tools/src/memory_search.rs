@@ -1,17 +1,29 @@
 use async_trait::async_trait;
-use nanocrab_memory::{IndexError, IndexSetup, SearchMode, SearchOptions};
+use nanocrab_memory::{IndexError, IndexSetup, SearchHit, SearchMode, SearchOptions};
 use nanocrab_policy::{Capability, Invocation, Risk};
 use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::arguments::parse_arguments;
+use crate::note_marks::NoteOrigins;
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::untrusted::wrap_untrusted;
 
 const EXPECTED: &str = "`query` (string) and optional `limit` (positive integer)";
 
 /// A caller may ask for more than the configured number of results, up to this.
 const MAX_LIMIT: usize = 20;
+
+/// The snippet of `hit` as the model is shown it: an unmarked memory note as it is, anything
+/// else (a document, a transcript, a note written from untrusted text) fenced with its origin.
+pub fn hit_for_model(hit: &SearchHit, origins: &NoteOrigins) -> String {
+    let snippet = hit.snippet.trim_end();
+    match origins.fence_source(&hit.path) {
+        None => snippet.to_owned(),
+        Some(source) => wrap_untrusted(&source, snippet),
+    }
+}
 
 /// `memory_search(query, limit?)`: ranked snippets of the memory files and documents, each with
 /// its path and lines for `memory_get`. The index is brought up to date first, so a note the
@@ -71,7 +83,7 @@ impl Tool for MemorySearchTool {
     async fn call(
         &self,
         input: serde_json::Value,
-        _: &ToolContext,
+        ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: Arguments = parse_arguments("memory_search", input, EXPECTED)?;
         let options = SearchOptions {
@@ -99,6 +111,7 @@ impl Tool for MemorySearchTool {
                 args.query
             )));
         }
+        let origins = NoteOrigins::load(ctx.memory_provenance.as_ref());
         let mut out = String::new();
         for (rank, hit) in results.hits.iter().enumerate() {
             out.push_str(&format!(
@@ -108,13 +121,10 @@ impl Tool for MemorySearchTool {
                 hit.start_line,
                 hit.end_line,
                 hit.score,
-                hit.snippet.trim_end()
+                hit_for_model(hit, &origins)
             ));
         }
-        // Snippets come from documents and transcripts as well as the memory files.
-        Ok(ToolOutput::untrusted(
-            format!("memory_search {:?}", args.query),
-            out.trim_end(),
-        ))
+        // Each snippet from a document, a transcript or a marked note is fenced on its own.
+        Ok(ToolOutput::trusted(out.trim_end()))
     }
 }

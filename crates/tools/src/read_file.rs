@@ -7,8 +7,9 @@ use nanocrab_schema::ToolDef;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::access::{is_memory_file, reading};
+use crate::access::reading;
 use crate::arguments::parse_arguments;
+use crate::note_marks::{NoteOrigins, note_name};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
 const EXPECTED: &str = "`path` (string) and optional `offset`, `limit` (positive integers)";
@@ -73,7 +74,7 @@ impl Tool for ReadFileTool {
     async fn call(
         &self,
         input: serde_json::Value,
-        _: &ToolContext,
+        ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: Arguments = parse_arguments("read_file", input, EXPECTED)?;
         let offset = args.offset.unwrap_or(1);
@@ -161,8 +162,14 @@ impl Tool for ReadFileTool {
                 last_shown + 1
             ));
         }
-        if is_memory_file(&self.guard, &path) {
-            return Ok(ToolOutput::trusted(content));
+        // The user's and the agent's notes are theirs, unless written from untrusted text.
+        if let Some(note) = note_name(self.guard.workspace(), &path) {
+            return Ok(
+                match NoteOrigins::load(ctx.memory_provenance.as_ref()).note_source(&note) {
+                    None => ToolOutput::trusted(content),
+                    Some(origin) => ToolOutput::untrusted(format!("read_file {origin}"), content),
+                },
+            );
         }
         Ok(ToolOutput::untrusted(
             format!("read_file {}", path.display()),

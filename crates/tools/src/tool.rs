@@ -2,6 +2,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
+use nanocrab_memory::MemoryProvenance;
 use nanocrab_policy::{Denial, Invocation, PathDenial};
 use nanocrab_schema::{InstructionsChange, RunId, SessionKey, TaskId, ToolDef, TraceId};
 
@@ -20,6 +21,12 @@ pub struct ToolContext {
     pub trace_id: TraceId,
     pub task_id: TaskId,
     pub run_id: RunId,
+    /// The fenced sources (`read_file page.html`, `forwarded from …`) of untrusted text the
+    /// model has in view so far this turn; a memory note written now is marked with them.
+    pub untrusted_sources: Vec<String>,
+    /// Where this agent's memory notes are marked; `None` leaves notes unmarked and unfenced
+    /// (a run with no state folder).
+    pub memory_provenance: Option<MemoryProvenance>,
 }
 
 impl ToolContext {
@@ -33,6 +40,8 @@ impl ToolContext {
             trace_id: TraceId::new(),
             task_id: TaskId::new(),
             run_id: RunId::new(),
+            untrusted_sources: Vec::new(),
+            memory_provenance: None,
         }
     }
 }

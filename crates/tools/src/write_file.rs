@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::access::writing;
 use crate::arguments::parse_arguments;
+use crate::note_marks::mark_before_write;
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 use crate::workspace_history::{WorkspaceHistory, preview, write_recorded};
 
@@ -69,6 +70,7 @@ impl Tool for WriteFileTool {
     ) -> Result<ToolOutput, ToolError> {
         let args: Arguments = parse_arguments("write_file", input, EXPECTED)?;
         let path = self.guard.check_write(&args.path)?;
+        mark_before_write(ctx, self.guard.workspace(), &path)?;
         let change = write_recorded(
             &self.guard,
             self.history.as_ref(),

@@ -417,8 +417,9 @@ async fn a_note_written_by_the_agent_is_found_by_memory_search_and_read_by_memor
             json!({"query": "when is my dentist?", "limit": 3})
         )
         .await,
-        fx.data(
-            "memory_search \"when is my dentist?\"".into(),
+        // The agent's own note, not written from untrusted text: shown as it is.
+        ToolResult::ok(
+            "call_1",
             "1. memory/MEMORY.md:4-5 (score 1.00)\n# Health\n- Dentist: Dr. Okafor, every March."
         )
     );
@@ -458,8 +459,13 @@ async fn a_pdf_is_searched_and_read_as_its_text_and_an_unreadable_one_says_why()
             .await
             .content
             .lines()
-            .nth(1),
-        Some("1. knowledge/boiler.pdf:1-6 (score 1.00)")
+            .take(2)
+            .collect::<Vec<_>>(),
+        // A document comes from elsewhere: its snippet is fenced, naming it.
+        vec![
+            "1. knowledge/boiler.pdf:1-6 (score 1.00)",
+            "<untrusted-data source=\"knowledge/boiler.pdf\">"
+        ]
     );
     assert_eq!(
         fx.call(

@@ -152,7 +152,8 @@ pub fn build(
         },
     )
     .with_id(id)
-    .with_memory(memory);
+    .with_memory(memory)
+    .with_memory_provenance(env.memory_provenance(id));
     // Custom tools in workspace/tools/, (re)loaded at the start of the turn after they appear
     // or change; `secret:NAME` grants name environment variables. The WASM engine, its ticker
     // thread and its HTTP client are made only once the folder exists, so a turn without

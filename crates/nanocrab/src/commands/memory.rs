@@ -1,4 +1,4 @@
-//! `nanocrab memory search | index | status`.
+//! `nanocrab memory search | index | status | trust`.
 
 use nanocrab_memory::{EmbeddingSetup, SearchMode, SearchOptions};
 
@@ -107,6 +107,60 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
                 EmbeddingSetup::KeywordOnly(reason) => {
                     outln!("search     keyword only (BM25): {reason}")?
                 }
+            }
+            let marks = env
+                .memory_provenance(nanocrab_config::DEFAULT_AGENT_ID)
+                .marks()?;
+            if marks.is_empty() {
+                outln!("untrusted  none: no note was written from untrusted content")?;
+            } else {
+                outln!(
+                    "untrusted  {} written from untrusted content, fenced for the model until \
+                     trusted (`nanocrab memory trust PATH` once checked):",
+                    match marks.len() {
+                        1 => "1 note".to_owned(),
+                        n => format!("{n} notes"),
+                    }
+                )?;
+                for (note, mark) in &marks {
+                    outln!("  {note}  (last {}, {})", mark.at, mark.sessions.join(", "))?;
+                    for source in &mark.sources {
+                        outln!("    from {source}")?;
+                    }
+                }
+            }
+        }
+        MemoryCommand::Trust { paths, all } => {
+            let provenance = env.memory_provenance(nanocrab_config::DEFAULT_AGENT_ID);
+            let marks = provenance.marks()?;
+            let notes: Vec<String> = if all {
+                marks.keys().cloned().collect()
+            } else {
+                paths
+                    .iter()
+                    .map(|path| {
+                        // As listed, or as a path to the file itself.
+                        let note = std::path::Path::new(path)
+                            .strip_prefix(workspace)
+                            .map_or_else(|_| path.trim_start_matches("./").to_owned(), |p| {
+                                p.to_string_lossy().into_owned()
+                            });
+                        if marks.contains_key(&note) {
+                            Ok(note)
+                        } else {
+                            Err(anyhow::anyhow!(
+                                "{path} is not marked as written from untrusted content; `nanocrab memory status` lists the notes that are"
+                            ))
+                        }
+                    })
+                    .collect::<anyhow::Result<_>>()?
+            };
+            provenance.trust(&notes)?;
+            if notes.is_empty() {
+                outln!("No note is marked; nothing to trust.")?;
+            }
+            for note in &notes {
+                outln!("trusted {note}")?;
             }
         }
     }

@@ -22,7 +22,7 @@ use anyhow::Context as _;
 use nanocrab_config::{Config, DEFAULT_AGENT_ID, Paths};
 use std::sync::Arc;
 
-use nanocrab_memory::{EmbeddingSetup, IndexSetup};
+use nanocrab_memory::{EmbeddingSetup, IndexSetup, MemoryProvenance};
 use nanocrab_policy::{AuditLog, Redactor};
 use nanocrab_provider::LocalModels;
 
@@ -115,6 +115,18 @@ impl Env {
             None if id == DEFAULT_AGENT_ID => self.paths.workspace(),
             None => self.paths.home().join(format!("workspace-{id}")),
         }
+    }
+
+    /// Where agent `id`'s memory notes written from untrusted content are marked, beside its
+    /// index.
+    pub fn memory_provenance(&self, id: &str) -> MemoryProvenance {
+        MemoryProvenance::new(if id == DEFAULT_AGENT_ID {
+            self.paths.state_dir().join("memory-provenance.jsonl")
+        } else {
+            self.paths
+                .state_dir()
+                .join(format!("memory-provenance-{id}.jsonl"))
+        })
     }
 
     /// How agent `id`'s memory is searched, as the config says; each agent has an index of

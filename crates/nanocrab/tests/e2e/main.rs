@@ -17,6 +17,7 @@ mod images;
 mod instructions;
 mod local_model;
 mod memory;
+mod memory_provenance;
 mod memory_templates;
 mod models;
 mod onboard;

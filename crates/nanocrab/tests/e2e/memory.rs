@@ -129,7 +129,8 @@ fn the_agent_searches_memory_and_reads_the_lines_it_found() {
     );
     assert_eq!(
         tool_results(&requests[1].body).last().unwrap().1,
-        "<untrusted-data source=\"memory_search 'dentist'\">\n1. memory/MEMORY.md:4-5 (score 1.00)\n# Health\n- Dentist: Dr. Okafor, every March.\n</untrusted-data>"
+        // The user's own note: shown as it is (a document's snippet would come fenced).
+        "1. memory/MEMORY.md:4-5 (score 1.00)\n# Health\n- Dentist: Dr. Okafor, every March."
     );
     assert_eq!(
         tool_results(&requests[2].body).last().unwrap().1,
