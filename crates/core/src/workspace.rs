@@ -33,7 +33,9 @@ pub struct WorkspaceError {
 
 /// Writes every template that is not there yet, and the `memory/` and `skills/` dirs. A file
 /// appears whole or not at all (temp file, then a hard link that never replaces an existing
-/// file), so a user's edits are never overwritten, even by a concurrent run.
+/// file), so a user's edits are never overwritten, even by a concurrent run. An empty file is
+/// filled: it holds no edit, and `exec` leaves empty ones where instruction files are missing
+/// (so that commands find them read-only).
 pub fn write_templates(workspace: &Path) -> Result<Vec<TemplateOutcome>, WorkspaceError> {
     let err = |path: &Path| {
         let path = path.to_path_buf();
@@ -46,14 +48,23 @@ pub fn write_templates(workspace: &Path) -> Result<Vec<TemplateOutcome>, Workspa
     let mut outcomes = Vec::with_capacity(TEMPLATES.len());
     for (name, text) in TEMPLATES {
         let path = workspace.join(name);
-        if path.exists() {
-            outcomes.push(TemplateOutcome::Kept(path));
-            continue;
-        }
+        let empty = match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_file() && meta.len() == 0 => true,
+            Ok(_) => {
+                outcomes.push(TemplateOutcome::Kept(path));
+                continue;
+            }
+            Err(_) => false,
+        };
         let dir = path.parent().unwrap_or(workspace);
         let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(err(&path))?;
         temp.write_all(text.as_bytes()).map_err(err(&path))?;
         temp.as_file().sync_all().map_err(err(&path))?;
+        if empty {
+            temp.persist(&path).map_err(|e| err(&path)(e.error))?;
+            outcomes.push(TemplateOutcome::Created(path));
+            continue;
+        }
         match std::fs::hard_link(temp.path(), &path) {
             Ok(()) => outcomes.push(TemplateOutcome::Created(path)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -69,6 +80,18 @@ pub fn write_templates(workspace: &Path) -> Result<Vec<TemplateOutcome>, Workspa
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn an_empty_file_is_filled_with_its_template() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("SOUL.md"), "").unwrap();
+        let outcomes = write_templates(dir.path()).unwrap();
+        assert!(outcomes.contains(&TemplateOutcome::Created(dir.path().join("SOUL.md"))));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("SOUL.md")).unwrap(),
+            include_str!("../templates/SOUL.md")
+        );
+    }
 
     #[test]
     fn templates_are_written_once_and_never_overwritten() {

@@ -118,6 +118,8 @@ impl ExecTool {
         cwd: &Path,
         session: Option<&SessionKey>,
     ) -> Result<Command, ToolError> {
+        self.sandbox
+            .hold_instruction_paths(self.guard.workspace())?;
         let wrapped = self.sandbox.wrap(
             argv,
             self.guard.workspace(),

@@ -12,6 +12,7 @@ use nanocrab_sandbox::{
     BwrapProvider, LandlockProvider, ResourceLimits, SandboxPolicy, SandboxProvider, Unsandboxed,
 };
 
+use nanocrab_policy::INSTRUCTION_PATHS;
 use nanocrab_schema::SessionKey;
 
 use crate::tool::ToolError;
@@ -198,6 +199,43 @@ impl ExecSandbox {
             WorkspaceAccess::None => false,
             WorkspaceAccess::ReadOnly | WorkspaceAccess::ReadWrite => true,
         }
+    }
+
+    /// Makes each missing instruction file (empty) and folder, where commands may write the
+    /// workspace in the sandbox: a path that does not exist cannot be bound read-only, so a
+    /// command could create it holding a standing instruction. An empty file reads as absent to
+    /// the system prompt, and `onboard` fills an empty bootstrap file with its template.
+    pub(crate) fn hold_instruction_paths(&self, workspace: &Path) -> Result<(), ToolError> {
+        match (self.is_sandboxed(), self.workspace_access) {
+            (true, WorkspaceAccess::ReadWrite) => {}
+            (false, _) | (true, WorkspaceAccess::ReadOnly | WorkspaceAccess::None) => {
+                return Ok(());
+            }
+        }
+        for name in INSTRUCTION_PATHS {
+            let path = workspace.join(name.trim_end_matches('/'));
+            let made = if name.ends_with('/') {
+                std::fs::create_dir(&path)
+            } else {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .map(drop)
+            };
+            match made {
+                Ok(()) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(source) => {
+                    return Err(ToolError::Io {
+                        action: "keep the place of an instruction file",
+                        path,
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The argv that runs `argv` in the sandbox for one call. `allowed` (`allowedPaths`) are

@@ -183,3 +183,64 @@ fn commands_cannot_write_the_protected_paths() {
         );
     }
 }
+
+#[test]
+fn commands_cannot_write_or_create_the_agents_instructions() {
+    // No protectedPaths and a workspace without the bootstrap files: the instruction files
+    // and skills/ are read-only all the same, missing ones included.
+    let attempts = [
+        "echo evil >> AGENTS.md",
+        "echo evil > SOUL.md",
+        "echo evil > USER.md",
+        "mkdir -p skills/evil",
+        "rm -r skills",
+        "echo fine > notes.md",
+    ];
+    let script = attempts
+        .iter()
+        .map(|attempt| {
+            format!(
+                "if sh -c '{attempt}' 2>/dev/null; then echo '{attempt}: written'; \
+                 else echo '{attempt}: refused'; fi"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let expected = attempts
+        .iter()
+        .map(|attempt| {
+            let outcome = if attempt.starts_with("echo fine") {
+                "written"
+            } else {
+                "refused"
+            };
+            format!("{attempt}: {outcome}\n")
+        })
+        .collect::<String>();
+    for (bubblewrap, user) in setups() {
+        let home = full_exec_home(bubblewrap, json!({}));
+        let workspace = home.workspace();
+        std::fs::write(workspace.join("AGENTS.md"), "mine\n").unwrap();
+
+        let (result, _) = exec_as(&home, user, &script);
+
+        assert_eq!(
+            result,
+            format!("[stdout]\n{expected}"),
+            "bubblewrap {bubblewrap}, {user:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(workspace.join("AGENTS.md")).unwrap(),
+            "mine\n"
+        );
+        // Held by empty ones, which the system prompt reads as absent.
+        assert_eq!(
+            std::fs::read_to_string(workspace.join("SOUL.md")).unwrap(),
+            ""
+        );
+        assert_eq!(
+            std::fs::read_dir(workspace.join("skills")).unwrap().count(),
+            0
+        );
+    }
+}
