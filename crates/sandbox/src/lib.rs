@@ -197,7 +197,7 @@ impl SandboxProvider for LandlockProvider {
         trial_run(
             &self.wrap(&["sh".into(), "-c".into(), "exit 0".into()], &policy)?,
             "read-only paths",
-            "the launcher cannot create a mount namespace here",
+            "cannot be kept here: the launcher cannot create a mount namespace",
         )
     }
 
