@@ -84,6 +84,34 @@ fn exec_as(home: &Home, user: User, command: &str) -> (String, String) {
     )
 }
 
+/// One shell script that tries each of `attempts` and says, per line, whether it was
+/// `written` or `refused`; and what it must print: every attempt refused except those that
+/// write `fine` (an ordinary file, which stays writable).
+fn attempts_script(attempts: &[&str]) -> (String, String) {
+    let script = attempts
+        .iter()
+        .map(|attempt| {
+            format!(
+                "if sh -c '{attempt}' 2>/dev/null; then echo '{attempt}: written'; \
+                 else echo '{attempt}: refused'; fi"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let expected = attempts
+        .iter()
+        .map(|attempt| {
+            let outcome = if attempt.starts_with("echo fine") {
+                "written"
+            } else {
+                "refused"
+            };
+            format!("{attempt}: {outcome}\n")
+        })
+        .collect::<String>();
+    (script, expected)
+}
+
 /// Whether the command ran in a PID namespace of bubblewrap's, printed by the command itself.
 const PID_NAMESPACE: &str = "if [ \"$(cat /proc/1/comm)\" = bwrap ]; then echo 'pid namespace: bwrap'; \
                              else echo \"pid namespace: the machine's\"; fi";
@@ -130,27 +158,7 @@ fn commands_cannot_write_the_protected_paths() {
         "echo fine > notes.md",
         "echo fine > memory/2026-11-26.md",
     ];
-    let script = attempts
-        .iter()
-        .map(|attempt| {
-            format!(
-                "if sh -c '{attempt}' 2>/dev/null; then echo '{attempt}: written'; \
-                 else echo '{attempt}: refused'; fi"
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
-    let expected = attempts
-        .iter()
-        .map(|attempt| {
-            let outcome = if attempt.starts_with("echo fine") {
-                "written"
-            } else {
-                "refused"
-            };
-            format!("{attempt}: {outcome}\n")
-        })
-        .collect::<String>();
+    let (script, expected) = attempts_script(&attempts);
     for (bubblewrap, user) in setups() {
         let home = full_exec_home(
             bubblewrap,
@@ -196,27 +204,7 @@ fn commands_cannot_write_or_create_the_agents_instructions() {
         "rm -r skills",
         "echo fine > notes.md",
     ];
-    let script = attempts
-        .iter()
-        .map(|attempt| {
-            format!(
-                "if sh -c '{attempt}' 2>/dev/null; then echo '{attempt}: written'; \
-                 else echo '{attempt}: refused'; fi"
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
-    let expected = attempts
-        .iter()
-        .map(|attempt| {
-            let outcome = if attempt.starts_with("echo fine") {
-                "written"
-            } else {
-                "refused"
-            };
-            format!("{attempt}: {outcome}\n")
-        })
-        .collect::<String>();
+    let (script, expected) = attempts_script(&attempts);
     for (bubblewrap, user) in setups() {
         let home = full_exec_home(bubblewrap, json!({}));
         let workspace = home.workspace();

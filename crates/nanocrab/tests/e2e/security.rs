@@ -11,6 +11,18 @@ fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
+/// The config, the home and the workspace as `audit --fix` would leave them, so that only
+/// settings are found.
+fn make_private(home: &Home) {
+    for (path, mode) in [
+        (home.config_path(), 0o600),
+        (home.home(), 0o700),
+        (home.workspace(), 0o700),
+    ] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
 #[test]
 fn the_audit_names_each_risk_with_its_fix_and_fix_makes_private_files_private() {
     let home = Home::new(Wire::Anthropic);
@@ -60,13 +72,7 @@ fn the_audit_names_each_risk_with_its_fix_and_fix_makes_private_files_private() 
 #[test]
 fn the_audit_calls_an_exec_sandbox_turned_off_a_risk_unless_exec_is_denied() {
     let home = Home::new(Wire::Anthropic);
-    for (path, mode) in [
-        (home.config_path(), 0o600),
-        (home.home(), 0o700),
-        (home.workspace(), 0o700),
-    ] {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    }
+    make_private(&home);
     let mut config = home.base_config();
     config["tools"] = json!({"exec": {"sandbox": {"mode": "off"}}});
     home.write_config(config.clone());
@@ -89,13 +95,7 @@ fn the_audit_calls_an_exec_sandbox_turned_off_a_risk_unless_exec_is_denied() {
 #[test]
 fn the_audit_warns_when_commands_would_get_no_pid_namespace() {
     let home = Home::new(Wire::Anthropic);
-    for (path, mode) in [
-        (home.config_path(), 0o600),
-        (home.home(), 0o700),
-        (home.workspace(), 0o700),
-    ] {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    }
+    make_private(&home);
     let mut config = home.base_config();
     config["tools"] = json!({"exec": {"sandbox": {"bubblewrap": false}}});
     home.write_config(config);
