@@ -23,6 +23,13 @@ Instead: what the policy point costs per tool call without the model (capabiliti
 fencing, redaction, the audit log's insert; crates/tools/benches/tool_call.rs), and a call of
 a trivial WASM tool (crates/tools/benches/wasm_call.rs).
 
+    python3 scripts/bench.py --sandbox [--runs N]
+
+Instead: what keeping the instruction files read-only costs an exec command: the launcher
+(`nanocrab __sandbox`, release) running `/bin/true` with no read-only path and with the seven
+a workspace has (six bootstrap files and skills/), alone and inside bubblewrap, as the
+current user and, when that is root, as `nobody` (a user namespace then comes first).
+
     python3 scripts/bench.py --local [--runs N]
 
 Instead: the local chat model smollm2-135m, from the wheel scripts/test-deps fetched (placed by
@@ -35,6 +42,7 @@ peak RSS.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -89,11 +97,16 @@ def main():
     parser.add_argument("--tools", action="store_true",
                         help="only the per-call cost of the tool policy point and the audit log "
                              "(tool_call bench) and of a WASM tool (wasm_call bench)")
+    parser.add_argument("--sandbox", action="store_true",
+                        help="only the exec sandbox's start with and without read-only paths")
     args, bench_args = parser.parse_known_args()
     if bench_args and not args.gateway:
         parser.error(f"unrecognized arguments: {' '.join(bench_args)}")
     if args.local:
         local_chat_model(args.runs)
+        return
+    if args.sandbox:
+        sandbox_read_only_paths(args.runs)
         return
     if args.tools:
         for bench in ["tool_call", "wasm_call"]:
@@ -166,6 +179,54 @@ def main():
             mock.wait()
         usage_over_many_transcripts(nanocrab, tmp)
         memory_search_over_a_year_of_notes(nanocrab, tmp, args.models)
+
+
+def sandbox_read_only_paths(runs):
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "nanocrab", "--bin",
+                    "nanocrab"], cwd=ROOT, check=True)
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    nanocrab = str(target / "release/nanocrab")
+    bwrap = shutil.which("bwrap")
+    as_root = os.geteuid() == 0
+    with tempfile.TemporaryDirectory(prefix="nanocrab-bench-") as tmp:
+        workspace = Path(tmp) / "workspace"
+        (workspace / "skills").mkdir(parents=True)
+        names = ["AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md", "IDENTITY.md", "HEARTBEAT.md"]
+        for name in names:
+            (workspace / name).write_text("x\n")
+        if as_root:
+            os.chmod(tmp, 0o755)
+            for path in [workspace, *workspace.iterdir()]:
+                os.chown(path, 65534, 65534)
+        read_only = [str(workspace / name) for name in [*names, "skills"]]
+        print(f"exec sandbox start, `/bin/true`, {runs} runs each, median (min), {nanocrab}")
+        users = [("current user", [])]
+        if as_root:
+            users.append(("nobody", ["setpriv", "--reuid=65534", "--regid=65534",
+                                     "--clear-groups", "--"]))
+        for user, prefix in users:
+            for wrapper in ["launcher", "bwrap"] if bwrap else ["launcher"]:
+                for paths in [[], read_only]:
+                    policy = {"workspace": str(workspace), "workspaceAccess": "rw",
+                              "writableRoots": [], "tmpDir": None, "network": False,
+                              "limits": {"addressSpaceBytes": None, "cpuSeconds": None,
+                                         "fileSizeBytes": None, "openFiles": None}}
+                    argv = [nanocrab, "__sandbox"]
+                    if wrapper == "bwrap":
+                        binds = [arg for path in paths for arg in ["--ro-bind", path, path]]
+                        argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net",
+                                "--bind", "/", "/", *binds, "--dev-bind", "/dev", "/dev",
+                                "--proc", "/proc", "--", *argv]
+                    else:
+                        policy["readOnly"] = paths
+                    argv = [*prefix, *argv, json.dumps(policy), "--", "/bin/true"]
+                    times = []
+                    for _ in range(runs):
+                        start = time.perf_counter()
+                        subprocess.run(argv, check=True)
+                        times.append((time.perf_counter() - start) * 1e6)
+                    print(f"  {user:12} {wrapper:8} {len(paths)} read-only paths  "
+                          f"{statistics.median(times):7.0f} µs ({min(times):.0f})")
 
 
 def build_bench(package, name):
