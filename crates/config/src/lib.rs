@@ -3,6 +3,8 @@
 
 mod channels;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 mod load;
 mod paths;
 mod routing;

@@ -26,10 +26,15 @@ impl MemoryRetrieval {
     ) -> Result<Option<(ContentBlock, Vec<RetrievedSource>)>, IndexError> {
         let this = self.clone();
         let message = message.to_owned();
+        // SQLite and the file walk block: off the async threads, but on this runtime, whose
+        // I/O a remote embedding model's request needs.
+        let runtime = tokio::runtime::Handle::current();
         let hits = tokio::task::spawn_blocking(move || {
-            let mut index = this.index.open()?;
-            index.sync()?;
-            index.search(&message, &this.search)
+            runtime.block_on(async {
+                let mut index = this.index.open().await?;
+                index.sync().await?;
+                index.search(&message, &this.search).await
+            })
         })
         .await
         .map_err(|err| IndexError::Io {

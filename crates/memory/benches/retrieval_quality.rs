@@ -43,6 +43,10 @@ fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
 }
 
 fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/retrieval");
     let notes: Vec<Note> = read_jsonl(&data.join("corpus.jsonl"));
     let queries: Vec<Query> = read_jsonl(&data.join("queries.jsonl"));
@@ -64,12 +68,15 @@ fn main() {
     }
     // The newest daily note is of 2026-03-20: ages are counted from the day after.
     let today = jiff::civil::date(2026, 3, 21);
-    let evaluate = |index: &MemoryIndex, name: &str, options: &SearchOptions| {
+    let evaluate = |index: &mut MemoryIndex, name: &str, options: &SearchOptions| {
         let (mut recall, mut reciprocal) = (0.0, 0.0);
         let mut latencies = Vec::new();
         for query in &queries {
             let started = Instant::now();
-            let hits = index.search(&query.query, options).unwrap().hits;
+            let hits = runtime
+                .block_on(index.search(&query.query, options))
+                .unwrap()
+                .hits;
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);
             // A note can be hit by several of its chunks: rank notes, not chunks.
             let mut ranked: Vec<&String> = Vec::new();
@@ -101,8 +108,13 @@ fn main() {
     };
 
     let started = Instant::now();
-    let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &workspace).unwrap();
-    let report = index.sync().unwrap();
+    let mut index = runtime
+        .block_on(MemoryIndex::open(
+            &dir.path().join("index.sqlite"),
+            &workspace,
+        ))
+        .unwrap();
+    let report = runtime.block_on(index.sync()).unwrap();
     println!(
         "{} notes ({} chunks) indexed in {:.0} ms; {} queries",
         notes.len(),
@@ -110,9 +122,9 @@ fn main() {
         started.elapsed().as_secs_f64() * 1000.0,
         queries.len()
     );
-    evaluate(&index, "BM25", &SearchOptions::new(10));
+    evaluate(&mut index, "BM25", &SearchOptions::new(10));
     evaluate(
-        &index,
+        &mut index,
         "BM25 + recency (half-life 90 days)",
         &SearchOptions {
             recency_half_life_days: Some(90.0),
@@ -121,7 +133,7 @@ fn main() {
         },
     );
     evaluate(
-        &index,
+        &mut index,
         "BM25 + MMR (lambda 0.7)",
         &SearchOptions {
             mmr_lambda: Some(0.7),
@@ -148,13 +160,17 @@ fn main() {
         let embedder: Arc<dyn EmbeddingProvider> =
             Arc::new(LocalEmbeddings::new(store.clone(), spec.clone()));
         let started = Instant::now();
-        embedder.embed(&["warm up"]).unwrap();
+        runtime.block_on(embedder.embed(&["warm up"])).unwrap();
         let load = started.elapsed();
         let started = Instant::now();
-        let mut index = MemoryIndex::open(&dir.path().join(format!("{name}.sqlite")), &workspace)
+        let mut index = runtime
+            .block_on(MemoryIndex::open(
+                &dir.path().join(format!("{name}.sqlite")),
+                &workspace,
+            ))
             .unwrap()
             .with_embeddings(EmbeddingSetup::Ready(embedder.clone()));
-        let report = index.sync().unwrap();
+        let report = runtime.block_on(index.sync()).unwrap();
         assert_eq!(report.embedding_error, None);
         println!(
             "{name}: loaded in {:.0} ms; {} chunks indexed and embedded in {:.0} ms",
@@ -167,9 +183,9 @@ fn main() {
             vector_weight: weight,
             ..SearchOptions::new(10)
         };
-        evaluate(&index, &format!("{name}: vector only"), &weighted(1.0));
+        evaluate(&mut index, &format!("{name}: vector only"), &weighted(1.0));
         evaluate(
-            &index,
+            &mut index,
             &format!("{name}: hybrid, RRF"),
             &SearchOptions {
                 fusion: Fusion::Rrf,
@@ -178,13 +194,13 @@ fn main() {
         );
         for weight in [0.3, 0.5, 0.7] {
             evaluate(
-                &index,
+                &mut index,
                 &format!("{name}: hybrid, weighted {weight}"),
                 &weighted(weight),
             );
         }
         evaluate(
-            &index,
+            &mut index,
             &format!("{name}: hybrid, weighted 0.5 + MMR 0.7"),
             &SearchOptions {
                 mmr_lambda: Some(0.7),
@@ -192,7 +208,7 @@ fn main() {
             },
         );
         evaluate(
-            &index,
+            &mut index,
             &format!("{name}: hybrid, weighted 0.5 + recency 90 d"),
             &SearchOptions {
                 recency_half_life_days: Some(90.0),

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nanocrab_config::http::Timeouts;
 use nanocrab_config::{EmbeddingBackend, MemoryConfig, ModelsConfig};
 use nanocrab_models::{BertEmbedder, Catalogue, ModelError, ModelKind, ModelSpec, ModelStore};
 
@@ -22,14 +23,18 @@ pub enum EmbeddingError {
     Model(#[from] ModelError),
     #[error("embeddings endpoint {url}: {detail}")]
     Remote { url: String, detail: String },
+    /// The model's thread ended without an answer (it panicked, or the runtime is stopping).
+    #[error("embedding model {model} stopped: {detail}")]
+    Stopped { model: String, detail: String },
 }
 
 /// Turns texts into vectors whose dot product says how alike they mean.
+#[async_trait::async_trait]
 pub trait EmbeddingProvider: Send + Sync {
     /// Names the model and where it runs: vectors of different ids are never compared.
     fn id(&self) -> &str;
     /// One unit-length vector per text, in order.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingError>;
+    async fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingError>;
 }
 
 /// What `memory.embeddings` asks for and whether it can be had.
@@ -139,7 +144,7 @@ pub struct LocalEmbeddings {
     id: String,
     spec: ModelSpec,
     store: ModelStore,
-    loaded: Mutex<Option<Arc<BertEmbedder>>>,
+    loaded: Arc<Mutex<Option<Arc<BertEmbedder>>>>,
 }
 
 impl LocalEmbeddings {
@@ -148,28 +153,43 @@ impl LocalEmbeddings {
             id: format!("local:{}", spec.name),
             spec,
             store,
-            loaded: Mutex::new(None),
+            loaded: Arc::new(Mutex::new(None)),
         }
-    }
-
-    fn model(&self) -> Result<Arc<BertEmbedder>, EmbeddingError> {
-        let mut slot = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(model) = slot.as_ref() {
-            return Ok(model.clone());
-        }
-        let model = Arc::new(BertEmbedder::from_store(&self.store, &self.spec)?);
-        *slot = Some(model.clone());
-        Ok(model)
     }
 }
 
+#[async_trait::async_trait]
 impl EmbeddingProvider for LocalEmbeddings {
     fn id(&self) -> &str {
         &self.id
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        Ok(self.model()?.embed(texts)?)
+    async fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        let loaded = self.loaded.clone();
+        let store = self.store.clone();
+        let spec = self.spec.clone();
+        let texts: Vec<String> = texts.iter().map(|&text| text.to_owned()).collect();
+        // Loading and running the model is CPU work of up to seconds: off the async threads.
+        tokio::task::spawn_blocking(move || {
+            let model = {
+                let mut slot = loaded.lock().unwrap_or_else(|e| e.into_inner());
+                match slot.as_ref() {
+                    Some(model) => model.clone(),
+                    None => {
+                        let model = Arc::new(BertEmbedder::from_store(&store, &spec)?);
+                        *slot = Some(model.clone());
+                        model
+                    }
+                }
+            };
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            Ok(model.embed(&texts)?)
+        })
+        .await
+        .map_err(|err| EmbeddingError::Stopped {
+            model: self.id.clone(),
+            detail: err.to_string(),
+        })?
     }
 }
 
@@ -202,20 +222,35 @@ impl RemoteEmbeddings {
             model,
         }
     }
+}
 
-    async fn request(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+/// reqwest's messages repeat the URL, which the error already names.
+fn without_url(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    if let Some(url) = err.url() {
+        text = text.replace(&format!(" for url ({url})"), "");
+    }
+    text
+}
+
+#[async_trait::async_trait]
+impl EmbeddingProvider for RemoteEmbeddings {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
         let failed = |detail: String| EmbeddingError::Remote {
             url: self.url.clone(),
             detail,
         };
-        // reqwest is built without a default TLS crypto provider; installing twice is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(60))
-            .user_agent(concat!("nanocrab/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|err| failed(err.to_string()))?;
+        let client = nanocrab_config::http::client_builder(Timeouts {
+            connect: Duration::from_secs(10),
+            read: None,
+            total: Some(Duration::from_secs(60)),
+        })
+        .build()
+        .map_err(|err| failed(err.to_string()))?;
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(REMOTE_BATCH) {
             let mut request = client.post(&self.url).json(&serde_json::json!({
@@ -263,45 +298,5 @@ impl RemoteEmbeddings {
             }));
         }
         Ok(out)
-    }
-}
-
-/// reqwest's messages repeat the URL, which the error already names.
-fn without_url(err: &reqwest::Error) -> String {
-    let mut text = err.to_string();
-    if let Some(url) = err.url() {
-        text = text.replace(&format!(" for url ({url})"), "");
-    }
-    text
-}
-
-impl EmbeddingProvider for RemoteEmbeddings {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        // Search runs on blocking threads, some inside a tokio runtime and some not; a runtime
-        // of its own on a thread of its own works from both.
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|err| EmbeddingError::Remote {
-                            url: self.url.clone(),
-                            detail: err.to_string(),
-                        })?
-                        .block_on(self.request(texts))
-                })
-                .join()
-                .unwrap_or_else(|_| {
-                    Err(EmbeddingError::Remote {
-                        url: self.url.clone(),
-                        detail: "the request thread panicked".to_owned(),
-                    })
-                })
-        })
     }
 }

@@ -133,13 +133,19 @@ pub struct MemoryIndex {
 impl MemoryIndex {
     /// Opens the index at `database` for `workspace`, creating it when missing. An index that
     /// cannot be read (another schema version, a damaged file) is rebuilt from the files.
-    pub fn open(database: &Path, workspace: &Path) -> Result<Self, IndexError> {
+    pub async fn open(database: &Path, workspace: &Path) -> Result<Self, IndexError> {
         match Self::open_existing(database, workspace) {
             Ok(index) => Ok(index),
             Err(err) => {
                 tracing::warn!("{err}; rebuilding the memory index from the files");
-                Self::rebuild(database, workspace, None, EmbeddingSetup::default())
-                    .map(|(index, _)| index)
+                Box::pin(Self::rebuild(
+                    database,
+                    workspace,
+                    None,
+                    EmbeddingSetup::default(),
+                ))
+                .await
+                .map(|(index, _)| index)
             }
         }
     }
@@ -215,7 +221,7 @@ impl MemoryIndex {
     /// it into place: until the rename, the old index stays whole and in use.
     /// The vectors the old index already has for the same model are kept, so a rebuild does
     /// not run the model again over text it has seen.
-    pub fn rebuild(
+    pub async fn rebuild(
         database: &Path,
         workspace: &Path,
         sessions: Option<PathBuf>,
@@ -248,7 +254,7 @@ impl MemoryIndex {
                     database.display()
                 );
             }
-            let report = fresh.sync()?;
+            let report = fresh.sync().await?;
             if let Some(err) = &report.embedding_error {
                 // A half-embedded index must not replace a whole one.
                 return Err(IndexError::Embedding(err.clone()));
@@ -297,7 +303,7 @@ impl MemoryIndex {
 
     /// Brings the index up to date with the files: new and changed files are chunked and
     /// indexed, deleted ones removed. One transaction: a sync that is killed changes nothing.
-    pub fn sync(&mut self) -> Result<SyncReport, IndexError> {
+    pub async fn sync(&mut self) -> Result<SyncReport, IndexError> {
         let started = Instant::now();
         if let Some(embedder) = self.embeddings.provider()
             && let Some(previous) = self.meta("embedding_model")?
@@ -309,12 +315,15 @@ impl MemoryIndex {
                 "embedding model changed from {previous} to {}; rebuilding the memory index",
                 embedder.id()
             );
-            match Self::rebuild(
+            // Boxed: a rebuild syncs, so the two futures would otherwise contain each other.
+            let rebuilt = Box::pin(Self::rebuild(
                 &self.database,
                 &self.workspace,
                 self.sessions.clone(),
                 self.embeddings.clone(),
-            ) {
+            ))
+            .await;
+            match rebuilt {
                 Ok((index, report)) => {
                     *self = index;
                     return Ok(report);
@@ -327,7 +336,7 @@ impl MemoryIndex {
                         "the index could not be rebuilt for {}: {err}",
                         embedder.id()
                     ));
-                    let mut report = self.sync()?;
+                    let mut report = Box::pin(self.sync()).await?;
                     report.embedding_error = Some(err);
                     return Ok(report);
                 }
@@ -428,7 +437,7 @@ impl MemoryIndex {
         .map_err(sql)?;
         tx.commit().map_err(sql)?;
         if let Some(embedder) = self.embeddings.provider() {
-            match self.embed_missing(embedder.as_ref(), &mut report) {
+            match self.embed_missing(embedder.as_ref(), &mut report).await {
                 Ok(()) => {}
                 Err(err) => {
                     tracing::warn!("{err}; those notes are found by keyword only");
@@ -442,7 +451,7 @@ impl MemoryIndex {
 
     /// Gives every chunk without a vector from `embedder` one, a batch per transaction, and
     /// drops vectors no chunk uses any more; counts them in `report` as they are stored.
-    fn embed_missing(
+    async fn embed_missing(
         &mut self,
         embedder: &dyn EmbeddingProvider,
         report: &mut SyncReport,
@@ -483,6 +492,7 @@ impl MemoryIndex {
             let texts: Vec<&str> = batch.iter().map(|(_, text)| text.as_str()).collect();
             let vectors = embedder
                 .embed(&texts)
+                .await
                 .map_err(|err| IndexError::Embedding(err.to_string()))?;
             let tx = self.conn.transaction().map_err(sql)?;
             for ((hash, _), vector) in batch.iter().zip(&vectors) {
@@ -522,8 +532,10 @@ impl MemoryIndex {
     /// text and headings, fused with vector similarity when an embedding model is set up.
     /// Scores are relative to the best match (1.0): BM25's own scale depends on the corpus,
     /// and in a small one (a few notes) a term found in half of them weighs almost nothing.
-    pub fn search(
-        &self,
+    /// `&mut self` although it only reads: the index may not be shared between threads
+    /// (SQLite's connection), and the future that waits for the query's vector must be `Send`.
+    pub async fn search(
+        &mut self,
         query: &str,
         options: &SearchOptions,
     ) -> Result<SearchResults, IndexError> {
@@ -563,7 +575,7 @@ impl MemoryIndex {
                     reason: reason.clone(),
                 },
             ),
-            EmbeddingSetup::Ready(embedder) => match embedder.embed(&[query]) {
+            EmbeddingSetup::Ready(embedder) => match embedder.embed(&[query]).await {
                 Ok(vectors) => {
                     let query_vector = vectors.into_iter().next().unwrap_or_default();
                     let similar = self.nearest(embedder.id(), &query_vector, pool)?;

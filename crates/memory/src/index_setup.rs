@@ -17,19 +17,21 @@ pub struct IndexSetup {
 }
 
 impl IndexSetup {
-    pub fn open(&self) -> Result<MemoryIndex, IndexError> {
-        Ok(MemoryIndex::open(&self.database, &self.workspace)?
+    pub async fn open(&self) -> Result<MemoryIndex, IndexError> {
+        Ok(MemoryIndex::open(&self.database, &self.workspace)
+            .await?
             .with_sessions(self.sessions.clone())
             .with_embeddings(self.embeddings.clone()))
     }
 
     /// [`MemoryIndex::rebuild`] with this setup.
-    pub fn rebuild(&self) -> Result<(MemoryIndex, SyncReport), IndexError> {
+    pub async fn rebuild(&self) -> Result<(MemoryIndex, SyncReport), IndexError> {
         MemoryIndex::rebuild(
             &self.database,
             &self.workspace,
             self.sessions.clone(),
             self.embeddings.clone(),
         )
+        .await
     }
 }

