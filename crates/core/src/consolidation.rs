@@ -201,8 +201,7 @@ impl Consolidator {
         // A model without tool calling cannot call save_memory: asked anyway, it answers in
         // text (a small local one after a long wait) and the consolidation fails every time.
         if !models.primary().profile.tools {
-            return self
-                .summarise_into_history(cx, models, key, entries, done_after, &now, mark)
+            return Self::summarise_into_history(cx, models, key, entries, done_after, &now, mark)
                 .await;
         }
         let request = ChatRequest {
@@ -250,7 +249,6 @@ impl Consolidator {
     /// Consolidation by a model that cannot call tools: its summary of `entries` becomes the
     /// dated HISTORY.md entry, and MEMORY.md stays as it is.
     async fn summarise_into_history(
-        &self,
         cx: &ConsolidationContext<'_>,
         models: &ModelChain,
         key: &SessionKey,
