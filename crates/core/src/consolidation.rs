@@ -3,12 +3,20 @@
 //! memory/MEMORY.md. The transcript itself stays whole; the session settings remember how far
 //! it has been consolidated.
 
-use std::path::PathBuf;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
-use nanocrab_memory::{MemoryFileError, ProvenanceError, SessionEntry, SessionError};
-use nanocrab_provider::ProviderError;
-use nanocrab_schema::{ContentBlock, Role, ToolDef};
+use nanocrab_memory::{
+    MemoryFileError, MemoryProvenance, ProvenanceError, SessionEntry, SessionError, SessionStore,
+};
+use nanocrab_provider::{ChatRequest, ModelChain, ProviderError};
+use nanocrab_schema::{AgentEvent, ContentBlock, LlmMessage, Role, SessionKey, ToolDef};
+use nanocrab_tools::NoteOrigins;
 use serde_json::json;
+
+use crate::agent::{AgentSettings, add_fenced_sources};
+use crate::housekeeping::Housekeeper;
 
 /// When and where consolidation runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +53,232 @@ pub enum ConsolidationError {
     NoSave { answer_chars: usize },
     #[error("memory consolidation: the housekeeping model answered with an empty summary")]
     EmptySummary,
+}
+
+/// Consolidation as an agent runs it: when a run is due, one run per session at a time, and
+/// a pause after a failed one.
+pub(crate) struct Consolidator {
+    config: Consolidation,
+    /// Sessions being consolidated now: one run per session at a time.
+    running: Mutex<HashSet<SessionKey>>,
+    /// The transcript length at a session's last failed consolidation: the next try waits
+    /// until more than half a window more has come, instead of repeating the same request (and its
+    /// cost) after every turn while the model keeps failing.
+    failed_at: Mutex<HashMap<SessionKey, usize>>,
+}
+
+/// What a consolidation run reads and writes with, lent by the agent.
+pub(crate) struct ConsolidationContext<'a> {
+    pub(crate) store: &'a SessionStore,
+    pub(crate) workspace: &'a Path,
+    pub(crate) provenance: Option<&'a MemoryProvenance>,
+    /// The agent's models, for what the housekeeping model cannot take.
+    pub(crate) models: &'a ModelChain,
+    pub(crate) housekeeper: Option<&'a Housekeeper>,
+    pub(crate) settings: &'a AgentSettings,
+}
+
+impl Consolidator {
+    pub(crate) fn new(config: Consolidation) -> Self {
+        Self {
+            config,
+            running: Mutex::default(),
+            failed_at: Mutex::default(),
+        }
+    }
+
+    /// Consolidates the older part of session `key` when more than `after_messages` of it are
+    /// not yet, keeping the newest half of that window out; see [`crate::Agent::consolidate_if_due`].
+    pub(crate) async fn consolidate_if_due(
+        &self,
+        cx: &ConsolidationContext<'_>,
+        key: &SessionKey,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<Option<ConsolidationReport>, ConsolidationError> {
+        let entries = cx.store.load(key)?.entries;
+        let done = cx
+            .store
+            .settings(key)?
+            .consolidated_entries
+            .min(entries.len());
+        if entries.len() - done <= self.config.after_messages {
+            return Ok(None);
+        }
+        let half_window = self.config.after_messages / 2;
+        let retry_at = self
+            .failed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .map(|failed| failed + half_window);
+        if retry_at.is_some_and(|retry_at| entries.len() <= retry_at) {
+            return Ok(None);
+        }
+        let limit = entries.len() - half_window;
+        // End where a turn starts, so a question, its tool calls and its answer stay together.
+        let Some(end) = (done + 1..=limit).rev().find(|&i| entries[i].starts_turn()) else {
+            return Ok(None);
+        };
+        on_event(AgentEvent::Consolidating {
+            messages: end - done,
+        });
+        let outcome = self.consolidate(cx, key, &entries[done..end], end).await;
+        let mut failed_at = self
+            .failed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &outcome {
+            Ok(Some(_)) => {
+                failed_at.remove(key);
+            }
+            // Another run had the session: nothing was tried here.
+            Ok(None) => {}
+            Err(_) => {
+                failed_at.insert(key.clone(), entries.len());
+            }
+        }
+        outcome
+    }
+
+    /// Runs one consolidation of `entries`, after which the first `done_after` entries of the
+    /// transcript count as consolidated. `None` when another run has this session.
+    pub(crate) async fn consolidate(
+        &self,
+        cx: &ConsolidationContext<'_>,
+        key: &SessionKey,
+        entries: &[SessionEntry],
+        done_after: usize,
+    ) -> Result<Option<ConsolidationReport>, ConsolidationError> {
+        let claimed = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone());
+        if !claimed {
+            return Ok(None);
+        }
+        let outcome = self.run(cx, key, entries, done_after).await;
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+        outcome.map(Some)
+    }
+
+    async fn run(
+        &self,
+        cx: &ConsolidationContext<'_>,
+        key: &SessionKey,
+        entries: &[SessionEntry],
+        done_after: usize,
+    ) -> Result<ConsolidationReport, ConsolidationError> {
+        let workspace = cx.workspace;
+        let now = jiff::Zoned::now();
+        let memory = nanocrab_memory::read_memory(workspace)?.unwrap_or_default();
+        // What the notes are rewritten from: a conversation that held untrusted text, or a
+        // MEMORY.md already written from some, marks what this run writes.
+        let mut sources = Vec::new();
+        add_fenced_sources(&mut sources, entries.iter().flat_map(|e| &e.content));
+        if let Some(source) = NoteOrigins::load(cx.provenance).note_source("memory/MEMORY.md") {
+            sources.push(source);
+        }
+        let mark = |note: &str| -> Result<(), ConsolidationError> {
+            match cx.provenance {
+                Some(provenance) if !sources.is_empty() => {
+                    Ok(provenance.mark_untrusted(note, &sources, Some(&key.to_string()))?)
+                }
+                Some(_) | None => Ok(()),
+            }
+        };
+        let prompt = prompt(&memory, entries);
+        let housekeeper = cx
+            .housekeeper
+            .filter(|h| h.fits(&prompt, cx.settings.context_window_tokens));
+        let models = match housekeeper {
+            Some(housekeeper) => &housekeeper.models,
+            None => cx.models,
+        };
+        // A model without tool calling cannot call save_memory: asked anyway, it answers in
+        // text (a small local one after a long wait) and the consolidation fails every time.
+        if !models.primary().profile.tools {
+            return Self::summarise_into_history(cx, models, key, entries, done_after, &now, mark)
+                .await;
+        }
+        let request = ChatRequest {
+            model: String::new(),
+            system: SYSTEM_PROMPT.to_owned(),
+            messages: vec![LlmMessage::user(prompt)],
+            tools: vec![save_memory_tool()],
+            max_tokens: cx.settings.max_tokens,
+            temperature: cx.settings.temperature,
+        };
+        let (_, response) = models.chat(0, &request, &mut |_| {}, &mut |_| {}).await?;
+        let answer = LlmMessage {
+            role: Role::Assistant,
+            content: response.content,
+        };
+        let Some(call) = answer.tool_calls().find(|c| c.name == "save_memory") else {
+            return Err(ConsolidationError::NoSave {
+                answer_chars: answer.text().chars().count(),
+            });
+        };
+        if let Some(entry) = call.input["history_entry"]
+            .as_str()
+            .filter(|e| !e.trim().is_empty())
+        {
+            mark("memory/HISTORY.md")?;
+            nanocrab_memory::append_history(workspace, entry, &now)?;
+        }
+        // An empty update would wipe the user's memory: it means "nothing new".
+        let memory_changed = match call.input["memory_update"].as_str() {
+            Some(text) if !text.trim().is_empty() => {
+                mark("memory/MEMORY.md")?;
+                nanocrab_memory::rewrite_memory(workspace, text, &self.config.backups, &now)?
+            }
+            Some(_) | None => false,
+        };
+        let mut settings = cx.store.settings(key)?;
+        settings.consolidated_entries = done_after;
+        cx.store.save_settings(key, &settings)?;
+        Ok(ConsolidationReport {
+            entries: entries.len(),
+            memory_changed,
+        })
+    }
+
+    /// Consolidation by a model that cannot call tools: its summary of `entries` becomes the
+    /// dated HISTORY.md entry, and MEMORY.md stays as it is.
+    async fn summarise_into_history(
+        cx: &ConsolidationContext<'_>,
+        models: &ModelChain,
+        key: &SessionKey,
+        entries: &[SessionEntry],
+        done_after: usize,
+        now: &jiff::Zoned,
+        mark: impl Fn(&str) -> Result<(), ConsolidationError>,
+    ) -> Result<ConsolidationReport, ConsolidationError> {
+        let conversation: String = entries.iter().map(render).collect();
+        let summary = crate::housekeeping::ask_once(
+            models,
+            crate::housekeeping::SUMMARY_PROMPT,
+            conversation,
+            400,
+            Some(0.0),
+        )
+        .await?;
+        if summary.trim().is_empty() {
+            return Err(ConsolidationError::EmptySummary);
+        }
+        mark("memory/HISTORY.md")?;
+        nanocrab_memory::append_history(cx.workspace, summary.trim(), now)?;
+        let mut settings = cx.store.settings(key)?;
+        settings.consolidated_entries = done_after;
+        cx.store.save_settings(key, &settings)?;
+        Ok(ConsolidationReport {
+            entries: entries.len(),
+            memory_changed: false,
+        })
+    }
 }
 
 pub(crate) const SYSTEM_PROMPT: &str = "You consolidate a conversation into the user's long-term memory. Call save_memory exactly once; write nothing else.";

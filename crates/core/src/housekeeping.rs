@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 
-use nanocrab_memory::{SessionError, TokenCounter};
+use nanocrab_memory::{SessionEntry, SessionError, SessionStore, TokenCounter};
 use nanocrab_provider::{ChatRequest, ModelChain, ProviderError, ResolvedModel};
 use nanocrab_schema::{LlmMessage, Role, SessionKey};
 
@@ -47,18 +47,62 @@ impl Housekeeper {
         }
     }
 
-    pub(crate) fn gave_up_on(&self, key: &SessionKey) -> bool {
+    fn gave_up_on(&self, key: &SessionKey) -> bool {
         self.untitled
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .contains(key)
     }
 
-    pub(crate) fn give_up_on(&self, key: &SessionKey) {
+    fn give_up_on(&self, key: &SessionKey) {
         self.untitled
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key.clone());
+    }
+
+    /// Titles session `key` of `store` once its first question is answered; returns the new
+    /// title. With a title already, or after giving up on this session, nothing is asked.
+    pub(crate) async fn title_if_missing(
+        &self,
+        store: &SessionStore,
+        key: &SessionKey,
+    ) -> Result<Option<String>, HousekeepingError> {
+        if self.gave_up_on(key) || store.settings(key)?.title.is_some() {
+            return Ok(None);
+        }
+        let session = store.load(key)?;
+        let mut messages = session.entries.iter().map(SessionEntry::message);
+        let Some(question) = messages
+            .by_ref()
+            .find(|m| m.role == Role::User && !m.text().trim().is_empty())
+        else {
+            return Ok(None);
+        };
+        let Some(answer) =
+            messages.find(|m| m.role == Role::Assistant && !m.text().trim().is_empty())
+        else {
+            return Ok(None);
+        };
+        let answer = self
+            .ask(
+                TITLE_PROMPT,
+                title_input(&question.text(), &answer.text()),
+                24,
+            )
+            .await;
+        let title = answer.as_deref().ok().and_then(clean_title);
+        let Some(title) = title else {
+            // Asked once: a model that failed or gave nothing usable is not asked again after
+            // every turn, reading the transcript each time; the first question stands in.
+            self.give_up_on(key);
+            return answer.map(|_| None).map_err(HousekeepingError::from);
+        };
+        // Read again just before writing: a turn may have saved settings meanwhile.
+        let mut settings = store.settings(key)?;
+        settings.title = Some(title.clone());
+        store.save_settings(key, &settings)?;
+        Ok(Some(title))
     }
 
     /// One question without tools, answered greedily; the answer's text.

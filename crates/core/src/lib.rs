@@ -1,6 +1,7 @@
 //! The agent: context building, the tool-calling loop, and the workspace templates.
 
 mod agent;
+mod budget;
 mod compaction;
 mod consolidation;
 mod context;
