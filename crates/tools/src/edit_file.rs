@@ -1,18 +1,14 @@
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use nanocrab_policy::{Invocation, PathGuard, Risk};
-use nanocrab_schema::ToolDef;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::access::writing;
-use crate::arguments::parse_arguments;
+use crate::arguments::TypedTool;
 use crate::note_marks::mark_before_write;
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::tool::{ToolContext, ToolError, ToolOutput};
 use crate::workspace_history::{WorkspaceHistory, preview, write_recorded};
-
-const EXPECTED: &str = "`path`, `old_text` and `new_text` (strings)";
 
 pub struct EditFileTool {
     guard: Arc<PathGuard>,
@@ -26,40 +22,24 @@ impl EditFileTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct EditFileArgs {
     path: String,
     old_text: String,
     new_text: String,
 }
 
-#[async_trait]
-impl Tool for EditFileTool {
-    fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "edit_file".into(),
-            description: "Replace old_text with new_text in a file. old_text must match \
-                          exactly once."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "old_text": {"type": "string"},
-                    "new_text": {"type": "string"}
-                },
-                "required": ["path", "old_text", "new_text"]
-            }),
-        }
+impl TypedTool for EditFileTool {
+    type Args = EditFileArgs;
+
+    const NAME: &'static str = "edit_file";
+
+    fn description(&self) -> String {
+        "Replace old_text with new_text in a file. old_text must match exactly once.".into()
     }
 
-    fn invocation(
-        &self,
-        input: &serde_json::Value,
-        _: &ToolContext,
-    ) -> Result<Invocation, ToolError> {
-        let args: Arguments = parse_arguments("edit_file", input.clone(), EXPECTED)?;
+    fn invocation(&self, args: &EditFileArgs, _: &ToolContext) -> Result<Invocation, ToolError> {
         let mut invocation = writing(&self.guard, "edit", self.guard.check_write(&args.path)?);
         if invocation.risk != Risk::Safe {
             invocation.summary = format!(
@@ -72,12 +52,7 @@ impl Tool for EditFileTool {
         Ok(invocation)
     }
 
-    async fn call(
-        &self,
-        input: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Arguments = parse_arguments("edit_file", input, EXPECTED)?;
+    async fn call(&self, args: EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if args.old_text.is_empty() {
             return Err(ToolError::InvalidArguments(
                 "old_text must not be empty; use write_file to create or replace a whole file"

@@ -9,21 +9,18 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use nanocrab_config::ExecMode;
 use nanocrab_policy::{Capability, ExecPlan, ExecPolicy, Invocation, PathGuard, Risk};
-use nanocrab_schema::{SessionKey, ToolDef};
+use nanocrab_schema::SessionKey;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::process::{Child, Command};
 
-use crate::arguments::parse_arguments;
+use crate::arguments::TypedTool;
 use crate::exec_sandbox::ExecSandbox;
 use crate::note_marks::NotesWatch;
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
-
-const EXPECTED: &str = "`command` (string) and optional `working_dir` (string)";
+use crate::tool::{ToolContext, ToolError, ToolOutput};
 
 /// The only variables a command sees: enough to find programs and format text, and nothing
 /// like an API key.
@@ -88,7 +85,7 @@ impl ExecTool {
     /// workspace is not the command's to use).
     fn working_dir(
         &self,
-        args: &Arguments,
+        args: &ExecArgs,
         session: Option<&SessionKey>,
     ) -> Result<PathBuf, ToolError> {
         let cwd = match &args.working_dir {
@@ -144,16 +141,20 @@ impl ExecTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct ExecArgs {
     command: String,
+    /// default: workspace
     working_dir: Option<String>,
 }
 
-#[async_trait]
-impl Tool for ExecTool {
-    fn definition(&self) -> ToolDef {
+impl TypedTool for ExecTool {
+    type Args = ExecArgs;
+
+    const NAME: &'static str = "exec";
+
+    fn description(&self) -> String {
         let secs = self.timeout.as_secs();
         let description = match self.policy.mode() {
             ExecMode::Deny => "Run a command. Disabled by configuration: every call fails.".into(),
@@ -164,23 +165,11 @@ impl Tool for ExecTool {
             ),
             ExecMode::Full => format!("Run a shell command (sh -c). Timeout {secs}s."),
         };
-        let description = match (self.policy.mode(), self.sandbox.describe()) {
+        match (self.policy.mode(), self.sandbox.describe()) {
             (ExecMode::Allowlist | ExecMode::Full, Some(sandbox)) => {
                 format!("{description} {sandbox}")
             }
             (ExecMode::Deny, _) | (_, None) => description,
-        };
-        ToolDef {
-            name: "exec".into(),
-            description,
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string"},
-                    "working_dir": {"type": "string", "description": "default: workspace"}
-                },
-                "required": ["command"]
-            }),
         }
     }
 
@@ -188,13 +177,8 @@ impl Tool for ExecTool {
     /// syntax. A shell command is guarded inside the OS sandbox, which holds its writes to the
     /// workspace; without the sandbox it can do anything the account can, so it is unsafe.
     /// When the sandbox lets commands reach the network, that is a capability of its own.
-    fn invocation(
-        &self,
-        input: &serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<Invocation, ToolError> {
-        let args: Arguments = parse_arguments("exec", input.clone(), EXPECTED)?;
-        let cwd = self.working_dir(&args, ctx.session.as_ref())?;
+    fn invocation(&self, args: &ExecArgs, ctx: &ToolContext) -> Result<Invocation, ToolError> {
+        let cwd = self.working_dir(args, ctx.session.as_ref())?;
         Ok(
             match self.policy.analyze(&args.command, &cwd, &self.guard)? {
                 ExecPlan::Pipeline(argvs) => Invocation::new(
@@ -226,12 +210,7 @@ impl Tool for ExecTool {
         )
     }
 
-    async fn call(
-        &self,
-        input: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Arguments = parse_arguments("exec", input, EXPECTED)?;
+    async fn call(&self, args: ExecArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         // A shell command can write memory notes from anywhere; the watch marks those it
         // changed once it has finished, however it ends.
         let _notes = matches!(self.policy.mode(), ExecMode::Full)

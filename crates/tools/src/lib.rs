@@ -22,6 +22,7 @@ pub mod wasm;
 mod workspace_history;
 mod write_file;
 
+pub use arguments::{TypedTool, parameters};
 pub use builtin::{ToolSetupError, builtin_registry, grants_from_config};
 pub use edit_file::EditFileTool;
 pub use exec::{ExecTool, MAX_OUTPUT_CHARS, PASSED_ENV_VARS};
@@ -32,6 +33,6 @@ pub use memory_search::{MemorySearchTool, hit_for_model};
 pub use note_marks::NoteOrigins;
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
 pub use registry::{DEFAULT_APPROVAL_TIMEOUT, ToolPolicy, ToolRegistry};
-pub use tool::{GuestFailure, Provenance, Tool, ToolContext, ToolError, ToolOutput};
+pub use tool::{GuestFailure, PreparedCall, Provenance, Tool, ToolContext, ToolError, ToolOutput};
 pub use untrusted::{UNTRUSTED_TAG, fenced_sources, wrap_untrusted};
 pub use workspace_history::{Change, ContentDigest, HistoryError, Version, WorkspaceHistory};

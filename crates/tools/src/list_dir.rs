@@ -1,14 +1,12 @@
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use nanocrab_policy::{Invocation, PathGuard};
-use nanocrab_schema::ToolDef;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::access::reading;
-use crate::arguments::parse_arguments;
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::arguments::TypedTool;
+use crate::tool::{ToolContext, ToolError, ToolOutput};
 
 /// Entries listed by one call; a larger directory gets a note.
 pub const MAX_ENTRIES: usize = 500;
@@ -23,32 +21,22 @@ impl ListDirTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct ListDirArgs {
     path: String,
 }
 
-#[async_trait]
-impl Tool for ListDirTool {
-    fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "list_dir".into(),
-            description: "List a directory; subdirectories end with /.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"]
-            }),
-        }
+impl TypedTool for ListDirTool {
+    type Args = ListDirArgs;
+
+    const NAME: &'static str = "list_dir";
+
+    fn description(&self) -> String {
+        "List a directory; subdirectories end with /.".into()
     }
 
-    fn invocation(
-        &self,
-        input: &serde_json::Value,
-        _: &ToolContext,
-    ) -> Result<Invocation, ToolError> {
-        let args: Arguments = parse_arguments("list_dir", input.clone(), "`path` (string)")?;
+    fn invocation(&self, args: &ListDirArgs, _: &ToolContext) -> Result<Invocation, ToolError> {
         Ok(reading(
             &self.guard,
             "list",
@@ -56,12 +44,7 @@ impl Tool for ListDirTool {
         ))
     }
 
-    async fn call(
-        &self,
-        input: serde_json::Value,
-        _: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Arguments = parse_arguments("list_dir", input, "`path` (string)")?;
+    async fn call(&self, args: ListDirArgs, _: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = self.guard.check_read(&args.path)?;
         let io = |source| ToolError::Io {
             action: "list",

@@ -1,18 +1,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use nanocrab_policy::{Invocation, PathGuard};
-use nanocrab_schema::ToolDef;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::access::reading;
-use crate::arguments::parse_arguments;
+use crate::arguments::TypedTool;
 use crate::note_marks::{NoteOrigins, note_name};
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
-
-const EXPECTED: &str = "`path` (string) and optional `start_line`, `end_line` (positive integers)";
+use crate::tool::{ToolContext, ToolError, ToolOutput};
 
 /// Lines returned when no end is given.
 const DEFAULT_LINES: usize = 60;
@@ -31,40 +27,29 @@ impl MemoryGetTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct MemoryGetArgs {
+    /// e.g. memory/MEMORY.md
     path: String,
+    /// 1-based, default 1
+    #[schemars(range(min = 1))]
     start_line: Option<usize>,
+    /// inclusive
+    #[schemars(range(min = 1))]
     end_line: Option<usize>,
 }
 
-#[async_trait]
-impl Tool for MemoryGetTool {
-    fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "memory_get".into(),
-            description: "Read lines of a memory file or document (a path:lines from \
-                          memory_search)."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "e.g. memory/MEMORY.md"},
-                    "start_line": {"type": "integer", "description": "1-based, default 1"},
-                    "end_line": {"type": "integer", "description": "inclusive"}
-                },
-                "required": ["path"]
-            }),
-        }
+impl TypedTool for MemoryGetTool {
+    type Args = MemoryGetArgs;
+
+    const NAME: &'static str = "memory_get";
+
+    fn description(&self) -> String {
+        "Read lines of a memory file or document (a path:lines from memory_search).".into()
     }
 
-    fn invocation(
-        &self,
-        input: &serde_json::Value,
-        _: &ToolContext,
-    ) -> Result<Invocation, ToolError> {
-        let args: Arguments = parse_arguments("memory_get", input.clone(), EXPECTED)?;
+    fn invocation(&self, args: &MemoryGetArgs, _: &ToolContext) -> Result<Invocation, ToolError> {
         Ok(reading(
             &self.guard,
             "read",
@@ -72,12 +57,7 @@ impl Tool for MemoryGetTool {
         ))
     }
 
-    async fn call(
-        &self,
-        input: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Arguments = parse_arguments("memory_get", input, EXPECTED)?;
+    async fn call(&self, args: MemoryGetArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let start = args.start_line.unwrap_or(1);
         let end = args.end_line.unwrap_or(start + DEFAULT_LINES - 1);
         if start == 0 || end < start {

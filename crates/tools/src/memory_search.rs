@@ -1,16 +1,12 @@
-use async_trait::async_trait;
 use nanocrab_memory::{IndexError, IndexSetup, SearchHit, SearchMode, SearchOptions};
 use nanocrab_policy::{Capability, Invocation, Risk};
-use nanocrab_schema::ToolDef;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
-use crate::arguments::parse_arguments;
+use crate::arguments::{TypedTool, parameters};
 use crate::note_marks::NoteOrigins;
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::tool::{ToolContext, ToolError, ToolOutput};
 use crate::untrusted::wrap_untrusted;
-
-const EXPECTED: &str = "`query` (string) and optional `limit` (positive integer)";
 
 /// A caller may ask for more than the configured number of results, up to this.
 const MAX_LIMIT: usize = 20;
@@ -40,39 +36,45 @@ impl MemorySearchTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct MemorySearchArgs {
     query: String,
+    // Described in `parameters`: the default comes from config.
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
-#[async_trait]
-impl Tool for MemorySearchTool {
-    fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "memory_search".into(),
-            description: "Search long-term memory (memory/*.md) and documents (knowledge/) by \
-                          keywords and meaning. Returns ranked snippets with path:lines for \
-                          memory_get."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string"},
-                    "limit": {"type": "integer", "description": format!("max results (default {})", self.options.limit)}
-                },
-                "required": ["query"]
-            }),
+impl TypedTool for MemorySearchTool {
+    type Args = MemorySearchArgs;
+
+    const NAME: &'static str = "memory_search";
+
+    fn description(&self) -> String {
+        "Search long-term memory (memory/*.md) and documents (knowledge/) by keywords and \
+         meaning. Returns ranked snippets with path:lines for memory_get."
+            .into()
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        let mut schema = parameters::<MemorySearchArgs>();
+        if let Some(limit) = schema
+            .pointer_mut("/properties/limit")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            limit.insert(
+                "description".into(),
+                format!("max results (default {})", self.options.limit).into(),
+            );
         }
+        schema
     }
 
     fn invocation(
         &self,
-        input: &serde_json::Value,
+        args: &MemorySearchArgs,
         _: &ToolContext,
     ) -> Result<Invocation, ToolError> {
-        let args: Arguments = parse_arguments("memory_search", input.clone(), EXPECTED)?;
         Ok(Invocation::new(
             Risk::Safe,
             format!("search memory for {:?}", args.query),
@@ -82,10 +84,9 @@ impl Tool for MemorySearchTool {
 
     async fn call(
         &self,
-        input: serde_json::Value,
+        args: MemorySearchArgs,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let args: Arguments = parse_arguments("memory_search", input, EXPECTED)?;
         let options = SearchOptions {
             limit: args.limit.unwrap_or(self.options.limit).clamp(1, MAX_LIMIT),
             ..self.options.clone()

@@ -1,18 +1,14 @@
 use std::io::{BufRead as _, BufReader};
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use nanocrab_policy::{Invocation, PathGuard};
-use nanocrab_schema::ToolDef;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::access::reading;
-use crate::arguments::parse_arguments;
+use crate::arguments::TypedTool;
 use crate::note_marks::{NoteOrigins, note_name};
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
-
-const EXPECTED: &str = "`path` (string) and optional `offset`, `limit` (positive integers)";
+use crate::tool::{ToolContext, ToolError, ToolOutput};
 
 /// Lines returned when the model gives no `limit`.
 pub const DEFAULT_LINE_LIMIT: usize = 2000;
@@ -29,41 +25,30 @@ impl ReadFileTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct ReadFileArgs {
     path: String,
+    /// 1-based first line
+    #[schemars(range(min = 1))]
     offset: Option<usize>,
+    /// max lines
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
-#[async_trait]
-impl Tool for ReadFileTool {
-    fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "read_file".into(),
-            description: format!(
-                "Read a text file. Returns up to {DEFAULT_LINE_LIMIT} lines; use offset/limit \
-                 for more."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "offset": {"type": "integer", "description": "1-based first line"},
-                    "limit": {"type": "integer", "description": "max lines"}
-                },
-                "required": ["path"]
-            }),
-        }
+impl TypedTool for ReadFileTool {
+    type Args = ReadFileArgs;
+
+    const NAME: &'static str = "read_file";
+
+    fn description(&self) -> String {
+        format!(
+            "Read a text file. Returns up to {DEFAULT_LINE_LIMIT} lines; use offset/limit for more."
+        )
     }
 
-    fn invocation(
-        &self,
-        input: &serde_json::Value,
-        _: &ToolContext,
-    ) -> Result<Invocation, ToolError> {
-        let args: Arguments = parse_arguments("read_file", input.clone(), EXPECTED)?;
+    fn invocation(&self, args: &ReadFileArgs, _: &ToolContext) -> Result<Invocation, ToolError> {
         Ok(reading(
             &self.guard,
             "read",
@@ -71,12 +56,7 @@ impl Tool for ReadFileTool {
         ))
     }
 
-    async fn call(
-        &self,
-        input: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Arguments = parse_arguments("read_file", input, EXPECTED)?;
+    async fn call(&self, args: ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let offset = args.offset.unwrap_or(1);
         let limit = args.limit.unwrap_or(DEFAULT_LINE_LIMIT);
         if offset == 0 || limit == 0 {

@@ -207,8 +207,8 @@ impl ToolRegistry {
                 ),
             );
         };
-        let invocation = match tool.invocation(&call.input, ctx) {
-            Ok(invocation) => invocation,
+        let prepared = match tool.prepare(call.input.clone(), ctx) {
+            Ok(prepared) => prepared,
             Err(err) => {
                 record.status = match err {
                     ToolError::PathDenied(_) | ToolError::ExecDenied(_) => CallStatus::Denied,
@@ -223,6 +223,7 @@ impl ToolRegistry {
                 return ToolResult::error(&call.id, format!("Error: {err}"));
             }
         };
+        let invocation = &prepared.invocation;
         record.summary = invocation.summary.clone();
         record.risk = invocation.risk;
         record.requested = invocation
@@ -230,7 +231,7 @@ impl ToolRegistry {
             .iter()
             .map(ToString::to_string)
             .collect();
-        match self.clear(&call.name, &invocation, ctx).await {
+        match self.clear(&call.name, invocation, ctx).await {
             Ok(clearance) => {
                 record.granted = clearance.granted.iter().map(ToString::to_string).collect();
                 record.approval = clearance.approval;
@@ -241,7 +242,7 @@ impl ToolRegistry {
                 return ToolResult::error(&call.id, refusal.message);
             }
         }
-        match tool.call(call.input.clone(), ctx).await {
+        match prepared.run.await {
             Ok(output) => {
                 record.status = CallStatus::Ok;
                 *change = output.instructions_change;

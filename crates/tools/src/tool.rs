@@ -1,7 +1,8 @@
 use std::fmt;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 
-use async_trait::async_trait;
 use nanocrab_memory::MemoryProvenance;
 use nanocrab_policy::{Denial, Invocation, PathDenial};
 use nanocrab_schema::{InstructionsChange, RunId, SessionKey, TaskId, ToolDef, TraceId};
@@ -163,21 +164,36 @@ impl fmt::Display for GuestFailure {
     }
 }
 
-#[async_trait]
+/// A tool as the registry sees it: the definition sent to the model and, for one call, what
+/// the call needs and the call itself. Built-in tools implement [`crate::TypedTool`] instead,
+/// which parses the arguments into a type; WASM tools take any JSON their manifest describes.
 pub trait Tool: Send + Sync {
     fn definition(&self) -> ToolDef;
 
-    /// What a call with `input` needs (capabilities, risk), worked out before anything runs;
-    /// the registry checks it against the run's grants. An error refuses the call outright.
-    fn invocation(
-        &self,
-        input: &serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<Invocation, ToolError>;
-
-    async fn call(
-        &self,
+    /// Reads `input` and works out what the call needs (capabilities, risk) before anything
+    /// runs; the registry checks that against the run's grants and then runs
+    /// [`PreparedCall::run`], or drops it. An error refuses the call outright.
+    fn prepare<'a>(
+        &'a self,
         input: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError>;
+        ctx: &'a ToolContext,
+    ) -> Result<PreparedCall<'a>, ToolError>;
+}
+
+/// One call, checked but not started: nothing of `run` happens until it is awaited.
+pub struct PreparedCall<'a> {
+    pub invocation: Invocation,
+    pub run: Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>,
+}
+
+impl<'a> PreparedCall<'a> {
+    pub fn new(
+        invocation: Invocation,
+        run: impl Future<Output = Result<ToolOutput, ToolError>> + Send + 'a,
+    ) -> Self {
+        Self {
+            invocation,
+            run: Box::pin(run),
+        }
+    }
 }

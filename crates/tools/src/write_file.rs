@@ -1,18 +1,14 @@
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use nanocrab_policy::{Invocation, PathGuard, Risk};
-use nanocrab_schema::ToolDef;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::access::writing;
-use crate::arguments::parse_arguments;
+use crate::arguments::TypedTool;
 use crate::note_marks::mark_before_write;
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::tool::{ToolContext, ToolError, ToolOutput};
 use crate::workspace_history::{WorkspaceHistory, preview, write_recorded};
-
-const EXPECTED: &str = "`path` (string) and `content` (string)";
 
 pub struct WriteFileTool {
     guard: Arc<PathGuard>,
@@ -26,36 +22,23 @@ impl WriteFileTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct WriteFileArgs {
     path: String,
     content: String,
 }
 
-#[async_trait]
-impl Tool for WriteFileTool {
-    fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "write_file".into(),
-            description: "Write a file, replacing it; creates parent directories.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "content": {"type": "string"}
-                },
-                "required": ["path", "content"]
-            }),
-        }
+impl TypedTool for WriteFileTool {
+    type Args = WriteFileArgs;
+
+    const NAME: &'static str = "write_file";
+
+    fn description(&self) -> String {
+        "Write a file, replacing it; creates parent directories.".into()
     }
 
-    fn invocation(
-        &self,
-        input: &serde_json::Value,
-        _: &ToolContext,
-    ) -> Result<Invocation, ToolError> {
-        let args: Arguments = parse_arguments("write_file", input.clone(), EXPECTED)?;
+    fn invocation(&self, args: &WriteFileArgs, _: &ToolContext) -> Result<Invocation, ToolError> {
         let mut invocation = writing(&self.guard, "write", self.guard.check_write(&args.path)?);
         if invocation.risk != Risk::Safe {
             invocation.summary = format!("{}: {}", invocation.summary, preview(&args.content));
@@ -63,12 +46,7 @@ impl Tool for WriteFileTool {
         Ok(invocation)
     }
 
-    async fn call(
-        &self,
-        input: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Arguments = parse_arguments("write_file", input, EXPECTED)?;
+    async fn call(&self, args: WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = self.guard.check_write(&args.path)?;
         mark_before_write(ctx, self.guard.workspace(), &path)?;
         let change = write_recorded(

@@ -122,9 +122,12 @@ impl Fixture {
     async fn call(&self, tool: &str, input: serde_json::Value) -> Result<String, String> {
         let ctx = ToolContext::new(&self.ws);
         if tool == "exec" {
-            return self
+            let prepared = self
                 .exec
-                .call(input, &ctx)
+                .prepare(input, &ctx)
+                .map_err(|err| err.to_string())?;
+            return prepared
+                .run
                 .await
                 .map(|output| output.text)
                 .map_err(|err| err.to_string());

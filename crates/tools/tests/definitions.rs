@@ -2,18 +2,17 @@
 //! The tool definitions sent to the model: exact content, and small enough for a lean request.
 
 use nanocrab_config::{MemoryConfig, ToolsConfig};
-use nanocrab_tools::builtin_registry;
+use nanocrab_schema::ToolCall;
+use nanocrab_tools::{ToolContext, ToolRegistry, builtin_registry};
 
-#[test]
-fn default_definitions_are_short_and_stable() {
-    let dir = tempfile::tempdir().unwrap();
-    let registry = builtin_registry(
+fn registry(dir: &std::path::Path) -> ToolRegistry {
+    builtin_registry(
         &ToolsConfig::default(),
         &MemoryConfig::default(),
-        dir.path(),
+        dir,
         &nanocrab_memory::IndexSetup {
-            database: dir.path().join("state/memory-index.sqlite"),
-            workspace: dir.path().to_path_buf(),
+            database: dir.join("state/memory-index.sqlite"),
+            workspace: dir.to_path_buf(),
             sessions: None,
             embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
         },
@@ -21,7 +20,13 @@ fn default_definitions_are_short_and_stable() {
         None,
         nanocrab_tools::ToolPolicy::default(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn default_definitions_are_short_and_stable() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path());
     assert_eq!(
         registry.names(),
         [
@@ -42,4 +47,24 @@ fn default_definitions_are_short_and_stable() {
         serialized.len()
     );
     insta::assert_json_snapshot!(definitions);
+}
+
+/// What each built-in tool says about arguments that are not an object: derived from its
+/// argument type, like its schema.
+#[tokio::test]
+async fn arguments_that_are_not_an_object_are_answered_with_what_each_tool_expects() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path());
+    let mut answers = Vec::new();
+    for name in registry.names() {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: name.clone(),
+            input: serde_json::json!(null),
+        };
+        let result = registry.execute(&call, &ToolContext::new(dir.path())).await;
+        assert!(result.is_error, "{name}: {}", result.content);
+        answers.push(format!("{name}: {}", result.content));
+    }
+    insta::assert_snapshot!(answers.join("\n"));
 }

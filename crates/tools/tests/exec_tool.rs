@@ -63,7 +63,10 @@ impl Fixture {
     }
 
     async fn run(&self, tool: &ExecTool, input: serde_json::Value) -> Result<String, String> {
-        tool.call(input, &ToolContext::new(self.ws()))
+        let ctx = ToolContext::new(self.ws());
+        let prepared = tool.prepare(input, &ctx).map_err(|err| err.to_string())?;
+        prepared
+            .run
             .await
             .map(|output| output.text)
             .map_err(|err| err.to_string())
@@ -216,8 +219,11 @@ async fn timeout_kills_the_whole_group_including_grandchildren() {
         "echo started; (sleep 30; echo survived) > {} & sleep 60",
         pipe.display()
     );
+    let ctx = ToolContext::new(fx.ws());
     let err = tool
-        .call(json!({"command": command}), &ToolContext::new(fx.ws()))
+        .prepare(json!({"command": command}), &ctx)
+        .unwrap()
+        .run
         .await
         .unwrap_err();
     assert!(matches!(err, ToolError::TimedOut { .. }));

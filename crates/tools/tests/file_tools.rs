@@ -351,7 +351,7 @@ async fn malformed_arguments_get_a_clear_message() {
         ToolResult::error(
             "call_1",
             "Error: invalid arguments for write_file: invalid type: integer `3`, expected a \
-             string; expected a JSON object with `path` (string) and `content` (string)"
+             string; expected a JSON object with `path` and `content` (strings)"
         )
     );
     let result = fx

@@ -13,8 +13,8 @@ use nanocrab_policy::{
 };
 use nanocrab_schema::{SessionKey, ToolCall, ToolDef, ToolResult};
 use nanocrab_tools::{
-    Tool, ToolContext, ToolError, ToolOutput, ToolPolicy, ToolRegistry, builtin_registry,
-    grants_from_config, wrap_untrusted,
+    PreparedCall, Tool, ToolContext, ToolError, ToolOutput, ToolPolicy, ToolRegistry,
+    builtin_registry, grants_from_config, wrap_untrusted,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -63,7 +63,6 @@ impl Approver for Scripted {
 /// unsafe here.)
 struct Shell;
 
-#[async_trait]
 impl Tool for Shell {
     fn definition(&self) -> ToolDef {
         ToolDef {
@@ -73,34 +72,29 @@ impl Tool for Shell {
         }
     }
 
-    fn invocation(
-        &self,
-        input: &serde_json::Value,
-        _: &ToolContext,
-    ) -> Result<Invocation, ToolError> {
-        Ok(Invocation::new(
-            Risk::Guarded,
-            format!("run `{}`", input["command"].as_str().unwrap_or_default()),
-            vec![Capability::Exec("sh".into())],
-        ))
-    }
-
-    async fn call(
-        &self,
+    fn prepare<'a>(
+        &'a self,
         input: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
+        ctx: &'a ToolContext,
+    ) -> Result<PreparedCall<'a>, ToolError> {
         let command = input["command"].as_str().unwrap_or_default().to_owned();
-        let output = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&command)
-            .current_dir(&ctx.workspace)
-            .output()
-            .unwrap();
-        Ok(ToolOutput::untrusted(
-            format!("shell {command}"),
-            String::from_utf8(output.stdout).unwrap(),
-        ))
+        let invocation = Invocation::new(
+            Risk::Guarded,
+            format!("run `{command}`"),
+            vec![Capability::Exec("sh".into())],
+        );
+        Ok(PreparedCall::new(invocation, async move {
+            let output = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&command)
+                .current_dir(&ctx.workspace)
+                .output()
+                .unwrap();
+            Ok(ToolOutput::untrusted(
+                format!("shell {command}"),
+                String::from_utf8(output.stdout).unwrap(),
+            ))
+        }))
     }
 }
 

@@ -53,7 +53,6 @@ struct Hang {
     started: Arc<tokio::sync::Notify>,
 }
 
-#[async_trait]
 impl Tool for Hang {
     fn definition(&self) -> ToolDef {
         ToolDef {
@@ -63,13 +62,16 @@ impl Tool for Hang {
         }
     }
 
-    fn invocation(&self, _: &serde_json::Value, _: &ToolContext) -> Result<Invocation, ToolError> {
-        Ok(Invocation::new(Risk::Safe, "hang", Vec::new()))
-    }
-
-    async fn call(&self, _: serde_json::Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
-        self.started.notify_one();
-        std::future::pending().await
+    fn prepare<'a>(
+        &'a self,
+        _: serde_json::Value,
+        _: &'a ToolContext,
+    ) -> Result<PreparedCall<'a>, ToolError> {
+        let invocation = Invocation::new(Risk::Safe, "hang", Vec::new());
+        Ok(PreparedCall::new(invocation, async move {
+            self.started.notify_one();
+            std::future::pending().await
+        }))
     }
 }
 

@@ -19,7 +19,7 @@ use nanocrab_schema::{
     AgentEvent, ContentBlock, LlmMessage, RetrievedSource, Role, SessionKey, StopReason, ToolCall,
     ToolDef, ToolResult, Usage,
 };
-use nanocrab_tools::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use nanocrab_tools::{PreparedCall, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use serde_json::json;
 
 mod budget;
@@ -157,7 +157,6 @@ struct Echo {
     calls: AtomicUsize,
 }
 
-#[async_trait]
 impl Tool for Echo {
     fn definition(&self) -> ToolDef {
         ToolDef {
@@ -167,20 +166,19 @@ impl Tool for Echo {
         }
     }
 
-    fn invocation(&self, _: &serde_json::Value, _: &ToolContext) -> Result<Invocation, ToolError> {
-        Ok(Invocation::new(Risk::Safe, "echo", Vec::new()))
-    }
-
-    async fn call(
-        &self,
+    fn prepare<'a>(
+        &'a self,
         input: serde_json::Value,
-        _: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        input["text"]
-            .as_str()
-            .map(ToolOutput::trusted)
-            .ok_or_else(|| ToolError::InvalidArguments("text is required".into()))
+        _: &'a ToolContext,
+    ) -> Result<PreparedCall<'a>, ToolError> {
+        let invocation = Invocation::new(Risk::Safe, "echo", Vec::new());
+        Ok(PreparedCall::new(invocation, async move {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            input["text"]
+                .as_str()
+                .map(ToolOutput::trusted)
+                .ok_or_else(|| ToolError::InvalidArguments("text is required".into()))
+        }))
     }
 }
 

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use nanocrab_policy::{Capability, Invocation, Risk};
 use nanocrab_schema::ToolDef;
 use wasmtime::{Engine, InstancePre, ResourceLimiter, Store, Trap};
@@ -12,7 +11,7 @@ use wasmtime::{Engine, InstancePre, ResourceLimiter, Store, Trap};
 use super::host::{HostEnv, HostState, unpack};
 use super::manifest::Manifest;
 use super::ticker::Ticker;
-use crate::tool::{GuestFailure, Tool, ToolContext, ToolError, ToolOutput};
+use crate::tool::{GuestFailure, PreparedCall, Tool, ToolContext, ToolError, ToolOutput};
 
 /// The most text a tool's result may have.
 pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
@@ -72,7 +71,6 @@ impl WasmTool {
     }
 }
 
-#[async_trait]
 impl Tool for WasmTool {
     fn definition(&self) -> ToolDef {
         ToolDef {
@@ -86,35 +84,32 @@ impl Tool for WasmTool {
     /// call runs without asking, but the registry checks them again against the run's grants
     /// (a grant removed since the last scan stops the tool at once) and the audit log records
     /// the grant behind each capability.
-    fn invocation(&self, _: &serde_json::Value, _: &ToolContext) -> Result<Invocation, ToolError> {
-        Ok(Invocation::new(
+    fn prepare<'a>(
+        &'a self,
+        input: serde_json::Value,
+        _: &'a ToolContext,
+    ) -> Result<PreparedCall<'a>, ToolError> {
+        let invocation = Invocation::new(
             Risk::Guarded,
             format!("run the WASM tool {}", self.inner.dir.display()),
             self.inner.capabilities.clone(),
-        ))
-    }
-
-    async fn call(
-        &self,
-        input: serde_json::Value,
-        _: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
+        );
         let inner = Arc::clone(&self.inner);
-        let runtime = tokio::runtime::Handle::current();
-        let failed = |failure| ToolError::Wasm {
-            tool: self.inner.manifest.name.clone(),
-            failure,
-        };
-        // wasmtime's sync API on a blocking thread: a guest never holds up the async runtime,
-        // and its host functions can wait on the runtime for HTTP.
-        let text = tokio::task::spawn_blocking(move || inner.run(&input, runtime))
-            .await
-            .map_err(|err| failed(GuestFailure::Trap(format!("the call panicked: {err}"))))?
-            .map_err(failed)?;
-        Ok(ToolOutput::untrusted(
-            format!("WASM tool {}", self.inner.manifest.name),
-            text,
-        ))
+        let name = self.inner.manifest.name.clone();
+        Ok(PreparedCall::new(invocation, async move {
+            let runtime = tokio::runtime::Handle::current();
+            let failed = |failure| ToolError::Wasm {
+                tool: name.clone(),
+                failure,
+            };
+            // wasmtime's sync API on a blocking thread: a guest never holds up the async
+            // runtime, and its host functions can wait on the runtime for HTTP.
+            let text = tokio::task::spawn_blocking(move || inner.run(&input, runtime))
+                .await
+                .map_err(|err| failed(GuestFailure::Trap(format!("the call panicked: {err}"))))?
+                .map_err(failed)?;
+            Ok(ToolOutput::untrusted(format!("WASM tool {name}"), text))
+        }))
     }
 }
 
