@@ -157,18 +157,18 @@ fn ask_provider(spec: &ProviderSpec) -> anyhow::Result<ProviderConfig> {
     let var = spec.api_key_env.unwrap_or("its key variable");
     let from_env = spec.api_key_env.and_then(Env::var).is_some();
     if spec.requires_key {
-        if from_env {
-            out!(
+        let prompt = if from_env {
+            format!(
                 "{var} is set and will be used; or paste another {} API key (hidden): ",
                 spec.display_name
-            )?;
+            )
         } else {
-            out!(
+            format!(
                 "{} API key (hidden; Enter to skip and export {var}=... later): ",
                 spec.display_name
-            )?;
-        }
-        let key = read_hidden().context("cannot read the key from the terminal")?;
+            )
+        };
+        let key = read_hidden(&prompt).context("cannot read the key from the terminal")?;
         if !key.is_empty() {
             entry.api_key = Some(key);
         }
@@ -196,14 +196,19 @@ fn ask_provider(spec: &ProviderSpec) -> anyhow::Result<ProviderConfig> {
 }
 
 /// A line from the terminal with echo off, so a key never shows on the screen or in its
-/// scrollback.
-fn read_hidden() -> std::io::Result<String> {
+/// scrollback. `prompt` is shown once echo is off: a key pasted the moment the question appears
+/// would otherwise be echoed before the terminal is told not to.
+fn read_hidden(prompt: &str) -> std::io::Result<String> {
     use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
     let stdin = std::io::stdin();
     let original = tcgetattr(&stdin)?;
     let mut silent = original.clone();
     silent.local_modes.remove(LocalModes::ECHO);
     tcsetattr(&stdin, OptionalActions::Now, &silent)?;
+    if let Err(err) = out!("{prompt}") {
+        tcsetattr(&stdin, OptionalActions::Now, &original)?;
+        return Err(err);
+    }
     let mut line = String::new();
     let read = stdin.lock().read_line(&mut line);
     tcsetattr(&stdin, OptionalActions::Now, &original)?;
