@@ -753,8 +753,22 @@ impl Agent {
             StopReason::Refusal if !answered => {
                 "[The model declined to answer this request.]".to_owned()
             }
-            _ if answered => return,
-            _ => "[The model returned an empty answer. Try rephrasing the request.]".to_owned(),
+            StopReason::Refusal
+            | StopReason::EndTurn
+            | StopReason::ToolUse
+            | StopReason::StopSequence
+            | StopReason::Other(_)
+                if answered =>
+            {
+                return;
+            }
+            StopReason::Refusal
+            | StopReason::EndTurn
+            | StopReason::ToolUse
+            | StopReason::StopSequence
+            | StopReason::Other(_) => {
+                "[The model returned an empty answer. Try rephrasing the request.]".to_owned()
+            }
         };
         let note = if answered {
             format!("\n\n{note}")
