@@ -2,8 +2,8 @@
 //! beside the system prompt, the tool schemas and the answer, and how far the estimate of
 //! them is from what the provider counts.
 
-use nanocrab_memory::TokenCounter;
 use nanocrab_schema::{LlmMessage, ToolDef};
+use nanocrab_sessions::TokenCounter;
 
 use crate::agent::AgentSettings;
 

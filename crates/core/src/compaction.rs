@@ -4,9 +4,9 @@
 //! Long histories are summarised in parts (split by their share of tokens) and the parts
 //! merged, so that no summarising request is itself too long.
 
-use nanocrab_memory::{Compaction, SessionEntry, TokenCounter};
 use nanocrab_provider::{ModelChain, ProviderError};
 use nanocrab_schema::ContentBlock;
+use nanocrab_sessions::{Compaction, SessionEntry, TokenCounter};
 use nanocrab_tools::wrap_untrusted;
 
 use crate::agent::{AgentSettings, add_fenced_sources};

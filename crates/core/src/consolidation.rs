@@ -7,11 +7,10 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use nanocrab_memory::{
-    MemoryFileError, MemoryProvenance, ProvenanceError, SessionEntry, SessionError, SessionStore,
-};
+use nanocrab_memory::{MemoryFileError, MemoryProvenance, ProvenanceError};
 use nanocrab_provider::{ChatRequest, ModelChain, ProviderError};
 use nanocrab_schema::{AgentEvent, ContentBlock, LlmMessage, Role, SessionKey, ToolDef};
+use nanocrab_sessions::{SessionEntry, SessionError, SessionStore};
 use nanocrab_tools::NoteOrigins;
 use serde_json::json;
 

@@ -5,9 +5,9 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 
-use nanocrab_memory::{SessionEntry, SessionError, SessionStore, TokenCounter};
 use nanocrab_provider::{ChatRequest, ModelChain, ProviderError, ResolvedModel};
 use nanocrab_schema::{LlmMessage, Role, SessionKey};
+use nanocrab_sessions::{SessionEntry, SessionError, SessionStore, TokenCounter};
 
 pub(crate) const TITLE_PROMPT: &str =
     "Write a title of at most six words for the conversation below. Answer with the title only.";

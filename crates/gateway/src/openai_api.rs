@@ -22,8 +22,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use nanocrab_config::DEFAULT_AGENT_ID;
 use nanocrab_core::{Agent, UserInput};
-use nanocrab_memory::SessionEntry;
 use nanocrab_schema::{AgentEvent, SessionKey};
+use nanocrab_sessions::SessionEntry;
 
 use crate::openai_wire::{ChatRequest, Chunk, WireError, completion_body, models_body};
 use crate::router::key_part;

@@ -46,7 +46,7 @@ fn transcript_text(jsonl: &str) -> String {
     jsonl
         .lines()
         .map(
-            |line| match serde_json::from_str::<crate::SessionEntry>(line) {
+            |line| match serde_json::from_str::<nanocrab_sessions::SessionEntry>(line) {
                 Ok(entry) => {
                     let said = entry
                         .message()

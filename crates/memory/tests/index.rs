@@ -437,16 +437,16 @@ async fn transcripts_are_searched_when_asked_and_their_lines_are_the_files() {
     let dir = workspace();
     let ws = dir.path().join("workspace");
     let sessions = dir.path().join("sessions");
-    let store = nanocrab_memory::SessionStore::new(&sessions);
+    let store = nanocrab_sessions::SessionStore::new(&sessions);
     let key = nanocrab_schema::SessionKey::parse("telegram:42").unwrap();
     store
         .append(
             &key,
             &[
-                nanocrab_memory::SessionEntry::now(nanocrab_schema::LlmMessage::user(
+                nanocrab_sessions::SessionEntry::now(nanocrab_schema::LlmMessage::user(
                     "remember the plumber's number",
                 )),
-                nanocrab_memory::SessionEntry::now(nanocrab_schema::LlmMessage::assistant(
+                nanocrab_sessions::SessionEntry::now(nanocrab_schema::LlmMessage::assistant(
                     "The plumber, Kwame, is on 0117 496 0321.",
                 )),
             ],

@@ -37,7 +37,7 @@ async fn a_500_turn_conversation_never_exceeds_the_window_and_never_splits_a_too
             + request
                 .messages
                 .iter()
-                .map(nanocrab_memory::estimate_tokens)
+                .map(nanocrab_sessions::estimate_tokens)
                 .sum::<usize>()
             + settings.max_tokens as usize;
         assert!(tokens <= 4_000, "request {n}: about {tokens} tokens");

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use nanocrab_core::{
     Agent, AgentSettings, Consolidation, ConsolidationReport, ContextBuilder, MemoryRetrieval,
 };
-use nanocrab_memory::{MemoryProvenance, SessionEntry, SessionStore, TokenCounter};
+use nanocrab_memory::MemoryProvenance;
 use nanocrab_policy::{Invocation, Risk};
 use nanocrab_provider::{
     ChatRequest, ChatResponse, DeltaSink, LlmProvider, ModelChain, ModelProfile, ProviderDelta,
@@ -19,6 +19,7 @@ use nanocrab_schema::{
     AgentEvent, ContentBlock, LlmMessage, RetrievedSource, Role, SessionKey, StopReason, ToolCall,
     ToolDef, ToolResult, Usage,
 };
+use nanocrab_sessions::{SessionEntry, SessionStore, TokenCounter};
 use nanocrab_tools::{PreparedCall, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use serde_json::json;
 

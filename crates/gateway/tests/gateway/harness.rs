@@ -11,11 +11,11 @@ use nanocrab_core::{Agent, AgentSettings, ContextBuilder};
 use nanocrab_gateway::{
     Access, AccessRules, Approvals, Gateway, GatewayAgent, INBOX_FILE, Journal, PairingStore, Turns,
 };
-use nanocrab_memory::SessionStore;
 use nanocrab_provider::{ModelChain, RetryPolicy};
 use nanocrab_schema::{
     ChatType, InboundMessage, LlmMessage, Media, MediaKind, OutboundMessage, Sender, SessionKey,
 };
+use nanocrab_sessions::SessionStore;
 use nanocrab_testkit::{MockLlm, Reply};
 use tempfile::TempDir;
 use tokio::task::JoinHandle;

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use nanocrab_config::Config;
 use nanocrab_core::{Agent, AgentSettings, Consolidation, ContextBuilder, MemoryRetrieval};
-use nanocrab_memory::{SearchOptions, SessionStore};
+use nanocrab_memory::SearchOptions;
 use nanocrab_policy::Approver;
 use nanocrab_provider::DEFAULT_LOCAL_MODEL;
 use nanocrab_provider::{
     LOCAL, LocalModels, ModelChain, ProviderError, ResolvedModel, RetryPolicy,
 };
+use nanocrab_sessions::SessionStore;
 use nanocrab_tools::{ToolPolicy, grants_from_config};
 
 use super::Env;

@@ -1,6 +1,6 @@
 use anyhow::{Context as _, bail};
-use nanocrab_memory::{SessionStore, SessionSummary};
 use nanocrab_schema::{ContentBlock, Role, SessionKey};
+use nanocrab_sessions::{SessionStore, SessionSummary};
 
 use super::Env;
 use crate::cli::SessionsCommand;

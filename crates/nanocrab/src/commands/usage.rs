@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use anyhow::bail;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use nanocrab_memory::read_usage;
 use nanocrab_provider::{ModelPricing, PRICES_AS_OF, PriceSource, model_pricing};
 use nanocrab_schema::{SessionKey, Usage};
+use nanocrab_sessions::read_usage;
 use serde_json::{Value, json};
 
 use super::Env;

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use nanocrab_memory::{SessionEntry, SessionStore};
 use nanocrab_schema::{ContentBlock, LlmMessage, Role, SessionKey, ToolCall, ToolResult};
+use nanocrab_sessions::{SessionEntry, SessionStore};
 use pretty_assertions::assert_eq;
 
 fn key() -> SessionKey {

@@ -1,14 +1,14 @@
 //! What exact token counting costs: loading a vocabulary (once per process, on the first turn
 //! of an OpenAI-family model), the memory it keeps, and counting, against the estimate.
 //!
-//!     cargo bench -p nanocrab-memory --features tiktoken --bench token_count
+//!     cargo bench -p nanocrab-sessions --features tiktoken --bench token_count
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nanocrab_memory::{TokenCounter, estimate_tokens};
 use nanocrab_schema::LlmMessage;
+use nanocrab_sessions::{TokenCounter, estimate_tokens};
 
 fn rss_mb() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

@@ -1,9 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use nanocrab_memory::{
+use nanocrab_schema::{ContentBlock, LlmMessage, Role, SessionKey, ToolCall, ToolResult, Usage};
+use nanocrab_sessions::{
     ModelCall, SessionEntry, SessionStore, TranscriptUsage, TurnUsage, read_usage,
 };
-use nanocrab_schema::{ContentBlock, LlmMessage, Role, SessionKey, ToolCall, ToolResult, Usage};
 use pretty_assertions::assert_eq;
 
 fn key(key: &str) -> SessionKey {

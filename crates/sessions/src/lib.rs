@@ -1,0 +1,15 @@
+//! Sessions on disk: the JSONL transcripts, the history window sent to the model, token
+//! counting, and the usage the transcripts recorded.
+
+mod history;
+mod session_store;
+mod tokens;
+mod usage;
+
+pub use history::CountedHistory;
+pub use session_store::{
+    Compaction, Session, SessionEntry, SessionError, SessionMetadata, SessionSettings,
+    SessionStore, SessionSummary,
+};
+pub use tokens::{Encoding, TokenCounter, estimate_tokens};
+pub use usage::{ModelCall, TranscriptUsage, TurnUsage, read_usage};
