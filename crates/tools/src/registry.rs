@@ -52,7 +52,8 @@ impl Default for ToolPolicy {
 /// The tools one agent may call, by name, and the policy point every call goes through.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: Vec<Arc<dyn Tool>>,
+    /// Each with its name, taken once: a definition is built (its schema derived) per call.
+    tools: Vec<(String, Arc<dyn Tool>)>,
     policy: ToolPolicy,
     /// "Always allow for this session" grants; they live as long as the process.
     session_grants: Arc<Mutex<HashMap<SessionKey, Grants>>>,
@@ -92,24 +93,24 @@ impl ToolRegistry {
     /// Adds a tool; a later tool with the same name replaces the earlier one.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         let name = tool.definition().name;
-        self.tools.retain(|t| t.definition().name != name);
-        self.tools.push(tool);
+        self.tools.retain(|(known, _)| *known != name);
+        self.tools.push((name, tool));
     }
 
     /// Removes the tool called `name`; says whether there was one.
     pub fn unregister(&mut self, name: &str) -> bool {
         let before = self.tools.len();
-        self.tools.retain(|t| t.definition().name != name);
+        self.tools.retain(|(known, _)| known != name);
         self.tools.len() != before
     }
 
     /// Definitions in registration order, as sent to the model.
     pub fn definitions(&self) -> Vec<ToolDef> {
-        self.tools.iter().map(|t| t.definition()).collect()
+        self.tools.iter().map(|(_, t)| t.definition()).collect()
     }
 
     pub fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|t| t.definition().name).collect()
+        self.tools.iter().map(|(name, _)| name.clone()).collect()
     }
 
     /// Runs one call through the policy: works out what it needs, checks that against the
@@ -196,7 +197,7 @@ impl ToolRegistry {
         record: &mut AuditRecord,
         change: &mut Option<InstructionsChange>,
     ) -> ToolResult {
-        let Some(tool) = self.tools.iter().find(|t| t.definition().name == call.name) else {
+        let Some((_, tool)) = self.tools.iter().find(|(name, _)| *name == call.name) else {
             record.status = CallStatus::Error;
             return ToolResult::error(
                 &call.id,
