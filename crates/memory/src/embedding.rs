@@ -199,6 +199,8 @@ pub struct RemoteEmbeddings {
     url: String,
     key: Option<String>,
     model: String,
+    /// Built at the first call and kept: a client holds its connection pool and TLS setup.
+    client: std::sync::OnceLock<reqwest::Client>,
 }
 
 #[derive(serde::Deserialize)]
@@ -220,6 +222,7 @@ impl RemoteEmbeddings {
             url: format!("{base}/embeddings"),
             key,
             model,
+            client: std::sync::OnceLock::new(),
         }
     }
 }
@@ -244,13 +247,19 @@ impl EmbeddingProvider for RemoteEmbeddings {
             url: self.url.clone(),
             detail,
         };
-        let client = nanocrab_config::http::client_builder(Timeouts {
-            connect: Duration::from_secs(10),
-            read: None,
-            total: Some(Duration::from_secs(60)),
-        })
-        .build()
-        .map_err(|err| failed(err.to_string()))?;
+        let client = match self.client.get() {
+            Some(client) => client,
+            None => {
+                let built = nanocrab_config::http::client_builder(Timeouts {
+                    connect: Duration::from_secs(10),
+                    read: None,
+                    total: Some(Duration::from_secs(60)),
+                })
+                .build()
+                .map_err(|err| failed(err.to_string()))?;
+                self.client.get_or_init(|| built)
+            }
+        };
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(REMOTE_BATCH) {
             let mut request = client.post(&self.url).json(&serde_json::json!({
