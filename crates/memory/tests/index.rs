@@ -47,6 +47,17 @@ fn paths(hits: &[SearchHit]) -> Vec<String> {
         .collect()
 }
 
+/// Where the ten best hits for `query` are (`path:first-last`).
+async fn found(index: &mut MemoryIndex, query: &str) -> Vec<String> {
+    paths(
+        &index
+            .search(query, &SearchOptions::new(10))
+            .await
+            .unwrap()
+            .hits,
+    )
+}
+
 fn counts(report: &SyncReport) -> (usize, usize, usize, usize) {
     (report.files, report.added, report.changed, report.removed)
 }
@@ -84,23 +95,11 @@ async fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines
 
     // Stemming and headings: "baking" finds "bake", "sourdough" the heading.
     assert_eq!(
-        paths(
-            &index
-                .search("baking sourdough", &SearchOptions::new(10))
-                .await
-                .unwrap()
-                .hits
-        ),
+        found(&mut index, "baking sourdough").await,
         vec!["knowledge/recipes/bread.md:1-2"]
     );
     assert_eq!(
-        paths(
-            &index
-                .search("lock code", &SearchOptions::new(10))
-                .await
-                .unwrap()
-                .hits
-        ),
+        found(&mut index, "lock code").await,
         vec!["knowledge/notes.txt:1-1"]
     );
     // FTS5 syntax in a question is just words.
@@ -116,14 +115,7 @@ async fn memory_files_and_documents_are_found_by_their_words_with_path_and_lines
             .len(),
         1
     );
-    assert!(
-        index
-            .search("?!", &SearchOptions::new(10))
-            .await
-            .unwrap()
-            .hits
-            .is_empty()
-    );
+    assert!(found(&mut index, "?!").await.is_empty());
     // A floor relative to the best hit keeps only the close ones.
     let all = index
         .search("dentist march", &SearchOptions::new(10))
@@ -171,33 +163,12 @@ async fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
     let report = index.sync().await.unwrap();
     assert_eq!(counts(&report), (4, 1, 1, 1));
     assert_eq!(
-        paths(
-            &index
-                .search("Porto", &SearchOptions::new(10))
-                .await
-                .unwrap()
-                .hits
-        )
-        .len(),
+        found(&mut index, "Porto").await.len(),
         2,
         "the edit and the new note"
     );
-    assert!(
-        index
-            .search("Lisbon", &SearchOptions::new(10))
-            .await
-            .unwrap()
-            .hits
-            .is_empty()
-    );
-    assert!(
-        index
-            .search("lock", &SearchOptions::new(10))
-            .await
-            .unwrap()
-            .hits
-            .is_empty()
-    );
+    assert!(found(&mut index, "Lisbon").await.is_empty());
+    assert!(found(&mut index, "lock").await.is_empty());
 
     let status = index.status().unwrap();
     assert_eq!(
@@ -208,17 +179,7 @@ async fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
 
     // Another process (the CLI while the agent runs) sees the same index.
     let mut other = MemoryIndex::open(&db, &ws).await.unwrap();
-    assert_eq!(
-        paths(
-            &other
-                .search("Porto", &SearchOptions::new(10))
-                .await
-                .unwrap()
-                .hits
-        )
-        .len(),
-        2
-    );
+    assert_eq!(found(&mut other, "Porto").await.len(), 2);
 }
 
 #[tokio::test]
@@ -247,14 +208,7 @@ async fn a_damaged_index_is_rebuilt_from_the_files_and_a_rebuild_replaces_it_who
         .await
         .unwrap();
     assert_eq!(counts(&report), (4, 4, 0, 0));
-    assert!(
-        index
-            .search("Lisbon", &SearchOptions::new(10))
-            .await
-            .unwrap()
-            .hits
-            .is_empty()
-    );
+    assert!(found(&mut index, "Lisbon").await.is_empty());
     assert_eq!(
         index
             .search("Porto", &SearchOptions::new(10))
@@ -552,15 +506,6 @@ async fn an_index_from_before_empty_headings_were_left_out_is_rebuilt() {
         .unwrap();
     }
     let mut index = MemoryIndex::open(&db, &ws).await.unwrap();
-    assert_eq!(
-        paths(
-            &index
-                .search("projects", &SearchOptions::new(10))
-                .await
-                .unwrap()
-                .hits
-        ),
-        Vec::<String>::new()
-    );
+    assert_eq!(found(&mut index, "projects").await, Vec::<String>::new());
     assert_eq!(index.status().unwrap().chunks, 1);
 }
