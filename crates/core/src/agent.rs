@@ -1,14 +1,13 @@
 //! The agent loop: one user message in, tool calls as needed, one answer out, every step
 //! persisted as it happens and reported as an [`AgentEvent`].
 
-use nanocrab_memory::MemoryProvenance;
 use nanocrab_provider::{ChatRequest, ChatResponse, ModelChain, ProviderDelta, ProviderError};
 use nanocrab_schema::{
     AgentEvent, ContentBlock, Image, LlmMessage, Role, RunId, SessionKey, StopReason, TaskId,
     ToolCall, ToolDef, ToolResult, TraceId, Usage,
 };
 use nanocrab_sessions::{CountedHistory, SessionEntry, SessionError, SessionStore, TokenCounter};
-use nanocrab_tools::{ToolContext, ToolRegistry, fenced_sources};
+use nanocrab_tools::{MemoryProvenance, ToolContext, ToolRegistry, fenced_sources};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 

@@ -7,11 +7,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use nanocrab_memory::{MemoryFileError, MemoryProvenance, ProvenanceError};
+use nanocrab_memory::MemoryFileError;
 use nanocrab_provider::{ChatRequest, ModelChain, ProviderError};
 use nanocrab_schema::{AgentEvent, ContentBlock, LlmMessage, Role, SessionKey, ToolDef};
 use nanocrab_sessions::{SessionEntry, SessionError, SessionStore};
-use nanocrab_tools::NoteOrigins;
+use nanocrab_tools::{MemoryProvenance, NoteOrigins, ProvenanceError};
 use serde_json::json;
 
 use crate::agent::{AgentSettings, add_fenced_sources};

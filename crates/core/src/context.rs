@@ -4,8 +4,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use nanocrab_memory::MemoryProvenance;
-use nanocrab_tools::{NoteOrigins, UNTRUSTED_TAG, wrap_untrusted};
+use nanocrab_tools::{MemoryProvenance, NoteOrigins, UNTRUSTED_TAG, wrap_untrusted};
 
 /// Bootstrap files injected in full mode, in this order.
 const BOOTSTRAP_FILES: [&str; 5] = ["AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md", "IDENTITY.md"];

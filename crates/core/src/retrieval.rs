@@ -1,9 +1,9 @@
 //! RAG mode: instead of the whole of MEMORY.md in every system prompt, the notes that match
 //! the user's message are retrieved and attached to that message, for this turn only.
 
-use nanocrab_memory::{IndexError, IndexSetup, MemoryProvenance, SearchOptions};
+use nanocrab_memory::{IndexError, IndexSetup, SearchOptions};
 use nanocrab_schema::{ContentBlock, RetrievedSource};
-use nanocrab_tools::{NoteOrigins, hit_for_model};
+use nanocrab_tools::{MemoryProvenance, NoteOrigins, hit_for_model};
 
 /// Where the agent searches its memory, and whether it does so by default.
 #[derive(Debug, Clone, PartialEq)]

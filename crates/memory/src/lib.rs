@@ -7,7 +7,6 @@ mod index;
 mod index_setup;
 mod memory_files;
 mod pdf;
-mod provenance;
 mod ranking;
 
 pub use chunker::{Chunk, chunk_markdown};
@@ -21,5 +20,4 @@ pub use index::{
 };
 pub use index_setup::IndexSetup;
 pub use memory_files::{MemoryFileError, append_history, read_memory, rewrite_memory};
-pub use provenance::{Mark, MemoryProvenance, NoteMark, ProvenanceEntry, ProvenanceError};
 pub use ranking::SearchOptions;

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use nanocrab_memory::{MemoryProvenance, NoteMark};
 use sha2::{Digest as _, Sha256};
 
+use crate::memory_provenance::{MemoryProvenance, NoteMark};
 use crate::tool::{ToolContext, ToolError};
 
 /// `path` (resolved, inside `workspace`) as a memory note's name, `memory/MEMORY.md`; `None`

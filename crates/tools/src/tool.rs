@@ -3,9 +3,10 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 
-use nanocrab_memory::MemoryProvenance;
 use nanocrab_policy::{Denial, Invocation, PathDenial};
 use nanocrab_schema::{InstructionsChange, RunId, SessionKey, TaskId, ToolDef, TraceId};
+
+use crate::memory_provenance::MemoryProvenance;
 
 /// Per-run facts a tool may need, and the ids its calls are recorded under; what a tool may
 /// *do* is fixed when it is constructed (its policy) and by the run's grants, not passed here.

@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use nanocrab_core::{
     Agent, AgentSettings, Consolidation, ConsolidationReport, ContextBuilder, MemoryRetrieval,
 };
-use nanocrab_memory::MemoryProvenance;
 use nanocrab_policy::{Invocation, Risk};
 use nanocrab_provider::{
     ChatRequest, ChatResponse, DeltaSink, LlmProvider, ModelChain, ModelProfile, ProviderDelta,
@@ -20,7 +19,9 @@ use nanocrab_schema::{
     ToolDef, ToolResult, Usage,
 };
 use nanocrab_sessions::{SessionEntry, SessionStore, TokenCounter};
-use nanocrab_tools::{PreparedCall, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use nanocrab_tools::{
+    MemoryProvenance, PreparedCall, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry,
+};
 use serde_json::json;
 
 mod budget;

@@ -22,9 +22,10 @@ use anyhow::Context as _;
 use nanocrab_config::{Config, DEFAULT_AGENT_ID, Paths};
 use std::sync::Arc;
 
-use nanocrab_memory::{EmbeddingSetup, IndexSetup, MemoryProvenance};
+use nanocrab_memory::{EmbeddingSetup, IndexSetup};
 use nanocrab_policy::{AuditLog, Redactor};
 use nanocrab_provider::LocalModels;
+use nanocrab_tools::MemoryProvenance;
 
 /// Where this invocation reads and writes, resolved once from flags and the environment.
 #[derive(Clone)]
