@@ -3,7 +3,7 @@
 
 use nanocrab_memory::{IndexError, IndexSetup, SearchOptions};
 use nanocrab_schema::{ContentBlock, RetrievedSource};
-use nanocrab_tools::{MemoryProvenance, NoteOrigins, hit_for_model};
+use nanocrab_tools::{MemoryProvenance, NoteOrigins};
 
 /// Where the agent searches its memory, and whether it does so by default.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +56,7 @@ impl MemoryRetrieval {
                 hit.path,
                 hit.start_line,
                 hit.end_line,
-                hit_for_model(hit, &origins)
+                origins.snippet_for_model(&hit.path, &hit.snippet)
             ));
         }
         let sources = hits

@@ -31,7 +31,7 @@ pub use exec_sandbox::{ExecSandbox, SandboxLauncher};
 pub use list_dir::{ListDirTool, MAX_ENTRIES};
 pub use memory_get::MemoryGetTool;
 pub use memory_provenance::{Mark, MemoryProvenance, NoteMark, ProvenanceEntry, ProvenanceError};
-pub use memory_search::{MemorySearchTool, hit_for_model};
+pub use memory_search::MemorySearchTool;
 pub use note_marks::NoteOrigins;
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
 pub use registry::{DEFAULT_APPROVAL_TIMEOUT, ToolPolicy, ToolRegistry};

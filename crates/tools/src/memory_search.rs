@@ -1,4 +1,4 @@
-use nanocrab_memory::{IndexError, IndexSetup, SearchHit, SearchMode, SearchOptions};
+use nanocrab_memory::{IndexError, IndexSetup, SearchMode, SearchOptions};
 use nanocrab_policy::{Capability, Invocation, Risk};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -6,20 +6,9 @@ use serde::Deserialize;
 use crate::arguments::{TypedTool, parameters};
 use crate::note_marks::NoteOrigins;
 use crate::tool::{ToolContext, ToolError, ToolOutput};
-use crate::untrusted::wrap_untrusted;
 
 /// A caller may ask for more than the configured number of results, up to this.
 const MAX_LIMIT: usize = 20;
-
-/// The snippet of `hit` as the model is shown it: an unmarked memory note as it is, anything
-/// else (a document, a transcript, a note written from untrusted text) fenced with its origin.
-pub fn hit_for_model(hit: &SearchHit, origins: &NoteOrigins) -> String {
-    let snippet = hit.snippet.trim_end();
-    match origins.fence_source(&hit.path) {
-        None => snippet.to_owned(),
-        Some(source) => wrap_untrusted(&source, snippet),
-    }
-}
 
 /// `memory_search(query, limit?)`: ranked snippets of the memory files and documents, each with
 /// its path and lines for `memory_get`. The index is brought up to date first, so a note the
@@ -127,7 +116,7 @@ impl TypedTool for MemorySearchTool {
                 hit.start_line,
                 hit.end_line,
                 hit.score,
-                hit_for_model(hit, &origins)
+                origins.snippet_for_model(&hit.path, &hit.snippet)
             ));
         }
         // Each snippet from a document, a transcript or a marked note is fenced on its own.

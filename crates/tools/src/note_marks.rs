@@ -8,6 +8,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::memory_provenance::{MemoryProvenance, NoteMark};
 use crate::tool::{ToolContext, ToolError};
+use crate::untrusted::wrap_untrusted;
 
 /// `path` (resolved, inside `workspace`) as a memory note's name, `memory/MEMORY.md`; `None`
 /// for a file outside the workspace's `memory/`.
@@ -78,6 +79,17 @@ impl NoteOrigins {
             self.note_source(path)
         } else {
             Some(path.to_owned())
+        }
+    }
+
+    /// `snippet` of the indexed file `path` as the model is shown it: an unmarked memory note
+    /// as it is, anything else (a document, a transcript, a note written from untrusted text)
+    /// fenced with its origin.
+    pub fn snippet_for_model(&self, path: &str, snippet: &str) -> String {
+        let snippet = snippet.trim_end();
+        match self.fence_source(path) {
+            None => snippet.to_owned(),
+            Some(source) => wrap_untrusted(&source, snippet),
         }
     }
 
