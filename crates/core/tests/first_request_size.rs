@@ -10,19 +10,19 @@ use nanocrab_schema::LlmMessage;
 fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
     let dir = tempfile::tempdir().unwrap();
     write_templates(dir.path()).unwrap();
+    let index = nanocrab_memory::IndexSetup {
+        database: dir.path().join("state/memory-index.sqlite"),
+        workspace: dir.path().to_path_buf(),
+        sessions: None,
+        embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
+    };
     let tools = nanocrab_tools::builtin_registry(
         &ToolsConfig::default(),
-        &MemoryConfig::default(),
         dir.path(),
-        &nanocrab_memory::IndexSetup {
-            database: dir.path().join("state/memory-index.sqlite"),
-            workspace: dir.path().to_path_buf(),
-            sessions: None,
-            embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
-        },
         None,
         None,
         nanocrab_tools::ToolPolicy::default(),
+        |guard| nanocrab_memory::memory_tools(&MemoryConfig::default(), &index, guard),
     )
     .unwrap();
     let runtime = RuntimeInfo {

@@ -1,4 +1,5 @@
-//! Memory on disk: the user's memory files, and the search index over them and documents.
+//! Memory on disk: the user's memory files, the search index over them and documents, and the
+//! memory tools (memory_search, memory_get) the agent reads them with.
 
 mod chunker;
 mod documents;
@@ -6,6 +7,9 @@ mod embedding;
 mod index;
 mod index_setup;
 mod memory_files;
+mod memory_get;
+mod memory_search;
+mod memory_tools;
 mod pdf;
 mod ranking;
 
@@ -20,4 +24,7 @@ pub use index::{
 };
 pub use index_setup::IndexSetup;
 pub use memory_files::{MemoryFileError, append_history, read_memory, rewrite_memory};
+pub use memory_get::MemoryGetTool;
+pub use memory_search::MemorySearchTool;
+pub use memory_tools::memory_tools;
 pub use ranking::SearchOptions;

@@ -9,8 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nanocrab_config::{MemoryConfig, ToolsConfig};
-use nanocrab_memory::{EmbeddingSetup, IndexSetup};
+use nanocrab_config::ToolsConfig;
 use nanocrab_policy::{AuditLog, Redactor};
 use nanocrab_schema::{SessionKey, ToolCall};
 use nanocrab_tools::{ToolContext, ToolPolicy, ToolRegistry, builtin_registry};
@@ -27,14 +26,7 @@ fn registry(dir: &std::path::Path, audit: bool, grants: &[&str]) -> ToolRegistry
     config.exec.mode = nanocrab_config::ExecMode::Full;
     builtin_registry(
         &config,
-        &MemoryConfig::default(),
         &dir.join("ws"),
-        &IndexSetup {
-            database: dir.join("state/memory-index.sqlite"),
-            workspace: dir.join("ws"),
-            sessions: None,
-            embeddings: EmbeddingSetup::KeywordOnly("none".into()),
-        },
         None,
         None,
         ToolPolicy {
@@ -44,6 +36,7 @@ fn registry(dir: &std::path::Path, audit: bool, grants: &[&str]) -> ToolRegistry
             redactor,
             ..ToolPolicy::default()
         },
+        |_| Vec::new(),
     )
     .unwrap()
 }

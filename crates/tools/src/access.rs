@@ -13,7 +13,8 @@ fn risk(guard: &PathGuard, path: &std::path::Path) -> Risk {
     }
 }
 
-pub(crate) fn reading(guard: &PathGuard, verb: &str, path: PathBuf) -> Invocation {
+/// A read of `path`, as the guard resolved it: safe inside the granted roots, guarded elsewhere.
+pub fn reading(guard: &PathGuard, verb: &str, path: PathBuf) -> Invocation {
     Invocation::new(
         risk(guard, &path),
         format!("{verb} {}", path.display()),

@@ -4,8 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nanocrab_config::{MemoryConfig, ToolsConfig};
-use nanocrab_memory::{IndexSetup, SearchOptions};
+use nanocrab_config::ToolsConfig;
 use nanocrab_policy::{
     CapabilityGrant, CapabilityPattern, ExecPolicy, ExecPolicyError, GrantSource, Grants,
     PathGuard, PathGuardError, PatternError,
@@ -15,10 +14,9 @@ use crate::edit_file::EditFileTool;
 use crate::exec::ExecTool;
 use crate::exec_sandbox::{ExecSandbox, SandboxLauncher};
 use crate::list_dir::ListDirTool;
-use crate::memory_get::MemoryGetTool;
-use crate::memory_search::MemorySearchTool;
 use crate::read_file::ReadFileTool;
 use crate::registry::{ToolPolicy, ToolRegistry};
+use crate::tool::Tool;
 use crate::write_file::WriteFileTool;
 
 #[derive(Debug, thiserror::Error)]
@@ -58,20 +56,20 @@ pub fn grants_from_config(
         .map(Grants::new)
 }
 
-/// read_file, write_file, edit_file, list_dir, exec, memory_search and memory_get, in that
+/// read_file, write_file, edit_file, list_dir, exec, then the tools `more_tools` makes with
+/// the same path guard (the memory tools, from the crate that owns the memory index), in that
 /// order, under `config`'s path and exec policy, every call checked against `policy` (whose
 /// `grants` and approval timeout are taken from `config`). `exec` children get the allowed
-/// variables of this process's environment. `index` says how memory is searched. `launcher`
-/// runs `exec` commands in the OS sandbox (`tools.exec.sandbox`); without it they run
-/// unsandboxed under `mode: auto` and are refused under `mode: required`.
+/// variables of this process's environment. `launcher` runs `exec` commands in the OS sandbox
+/// (`tools.exec.sandbox`); without it they run unsandboxed under `mode: auto` and are refused
+/// under `mode: required`.
 pub fn builtin_registry(
     config: &ToolsConfig,
-    memory: &MemoryConfig,
     workspace: &Path,
-    index: &IndexSetup,
     home: Option<&Path>,
     launcher: Option<&SandboxLauncher>,
     policy: ToolPolicy,
+    more_tools: impl FnOnce(&Arc<PathGuard>) -> Vec<Arc<dyn Tool>>,
 ) -> Result<ToolRegistry, ToolSetupError> {
     if config.exec.timeout == 0 {
         return Err(ToolSetupError::ZeroTimeout);
@@ -98,13 +96,8 @@ pub fn builtin_registry(
         std::env::vars_os(),
         ExecSandbox::from_config(&config.exec.sandbox, launcher),
     )));
-    registry.register(Arc::new(MemorySearchTool::new(
-        IndexSetup {
-            workspace: guard.workspace().to_path_buf(),
-            ..index.clone()
-        },
-        SearchOptions::from_config(memory),
-    )));
-    registry.register(Arc::new(MemoryGetTool::new(guard)));
+    for tool in more_tools(&guard) {
+        registry.register(tool);
+    }
     Ok(registry)
 }

@@ -1,6 +1,7 @@
 //! Tools the agent can call, and the built-in set: read_file, write_file, edit_file,
-//! list_dir, exec, memory_search and memory_get, each checked by nanocrab-policy before it
-//! touches anything; with the `wasm` feature, custom WASM tools from `workspace/tools/`.
+//! list_dir and exec, each checked by nanocrab-policy before it touches anything, then the
+//! tools its caller adds (nanocrab-memory's memory_search and memory_get); with the `wasm`
+//! feature, custom WASM tools from `workspace/tools/`.
 
 mod access;
 mod arguments;
@@ -10,9 +11,7 @@ mod edit_file;
 mod exec;
 mod exec_sandbox;
 mod list_dir;
-mod memory_get;
 mod memory_provenance;
-mod memory_search;
 mod note_marks;
 mod read_file;
 mod registry;
@@ -23,16 +22,15 @@ pub mod wasm;
 mod workspace_history;
 mod write_file;
 
+pub use access::reading;
 pub use arguments::{TypedTool, parameters};
 pub use builtin::{ToolSetupError, builtin_registry, grants_from_config};
 pub use edit_file::EditFileTool;
 pub use exec::{ExecTool, MAX_OUTPUT_CHARS, PASSED_ENV_VARS};
 pub use exec_sandbox::{ExecSandbox, SandboxLauncher};
 pub use list_dir::{ListDirTool, MAX_ENTRIES};
-pub use memory_get::MemoryGetTool;
 pub use memory_provenance::{Mark, MemoryProvenance, NoteMark, ProvenanceEntry, ProvenanceError};
-pub use memory_search::MemorySearchTool;
-pub use note_marks::NoteOrigins;
+pub use note_marks::{NoteOrigins, note_name};
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
 pub use registry::{DEFAULT_APPROVAL_TIMEOUT, ToolPolicy, ToolRegistry};
 pub use tool::{GuestFailure, PreparedCall, Provenance, Tool, ToolContext, ToolError, ToolOutput};

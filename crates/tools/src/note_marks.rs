@@ -12,7 +12,7 @@ use crate::untrusted::wrap_untrusted;
 
 /// `path` (resolved, inside `workspace`) as a memory note's name, `memory/MEMORY.md`; `None`
 /// for a file outside the workspace's `memory/`.
-pub(crate) fn note_name(workspace: &Path, path: &Path) -> Option<String> {
+pub fn note_name(workspace: &Path, path: &Path) -> Option<String> {
     let relative = path.strip_prefix(workspace).ok()?;
     if !relative.starts_with("memory") {
         return None;

@@ -1,8 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Issue 7's bypass table through the tools themselves (read_file, write_file, edit_file,
-//! list_dir, memory_get, exec's working_dir and commands): the policy's answers reach the
-//! model unchanged, and afterwards nothing outside the workspace, nor in its protected path,
-//! has changed. crates/policy/tests/bypass_table.rs has the full table at the policy layer.
+//! list_dir, exec's working_dir and commands): the policy's answers reach the model unchanged,
+//! and afterwards nothing outside the workspace, nor in its protected path, has changed.
+//! crates/policy/tests/bypass_table.rs has the full table at the policy layer,
+//! crates/memory/tests/memory_tools.rs memory_get's rows.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -11,8 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nanocrab_config::{ExecConfig, ExecMode, MemoryConfig, ToolsConfig};
-use nanocrab_memory::{EmbeddingSetup, IndexSetup};
+use nanocrab_config::{ExecConfig, ExecMode, ToolsConfig};
 use nanocrab_policy::{ExecPolicy, PathGuard};
 use nanocrab_schema::ToolCall;
 use nanocrab_tools::{
@@ -25,7 +25,7 @@ struct Fixture {
     _dir: tempfile::TempDir,
     root: PathBuf,
     ws: PathBuf,
-    /// The file tools and memory_get as production builds them.
+    /// The file tools as production builds them.
     registry: ToolRegistry,
     /// exec with a PATH that would find the workspace's `ls` if relative entries were kept.
     exec: ExecTool,
@@ -36,20 +36,11 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let ws = root.join("ws");
-        for sub in [
-            "ws/notes",
-            "ws/secrets",
-            "ws/memory",
-            "ws/sessions",
-            "outside/sub",
-            "home",
-        ] {
+        for sub in ["ws/notes", "ws/secrets", "outside/sub", "home"] {
             std::fs::create_dir_all(root.join(sub)).unwrap();
         }
         std::fs::write(ws.join("notes/a.md"), "a\n").unwrap();
         std::fs::write(ws.join("secrets/key"), "k\n").unwrap();
-        std::fs::write(ws.join("memory/MEMORY.md"), "m\n").unwrap();
-        std::fs::write(ws.join("sessions/s.jsonl"), "{}\n").unwrap();
         std::fs::write(root.join("outside/secret"), "s\n").unwrap();
         std::fs::write(root.join("outside/hard_target"), "outside original\n").unwrap();
         std::fs::hard_link(root.join("outside/hard_target"), ws.join("hard")).unwrap();
@@ -64,8 +55,6 @@ impl Fixture {
             (root.join("outside/new"), "dangling"),
             (PathBuf::from("../outside/new_rel"), "relative_dangling"),
             (PathBuf::from("secrets"), "to_secrets"),
-            (PathBuf::from("../../outside/secret"), "memory/link_out"),
-            (PathBuf::from("../sessions"), "memory/to_sessions"),
         ] {
             symlink(target, ws.join(link)).unwrap();
         }
@@ -97,17 +86,11 @@ impl Fixture {
         );
         let registry = builtin_registry(
             &config,
-            &MemoryConfig::default(),
             &ws,
-            &IndexSetup {
-                database: root.join("state/memory-index.sqlite"),
-                workspace: ws.clone(),
-                sessions: None,
-                embeddings: EmbeddingSetup::KeywordOnly("no embedding model".to_owned()),
-            },
             Some(&root.join("home")),
             None,
             ToolPolicy::default(),
+            |_| Vec::new(),
         )
         .unwrap();
         Self {
@@ -207,12 +190,6 @@ async fn every_attempt_through_the_tools_is_denied_and_nothing_outside_changes()
             ws.join("secrets").display()
         ))
     };
-    let not_memory = |asked: &str| {
-        Err(format!(
-            "{asked} is not a memory file or document: memory_get reads memory/ and knowledge/ \
-             (use read_file for other files)"
-        ))
-    };
     let several = Err(
         "several commands (`;` or a newline) are not allowed in allowlist mode: \
                        run each command separately"
@@ -259,13 +236,6 @@ async fn every_attempt_through_the_tools_is_denied_and_nothing_outside_changes()
         ("list the parent", "list_dir", json!({"path": ".."}), fx.outside("read", "..", root)),
         ("list the root", "list_dir", json!({"path": "/"}), fx.outside("read", "/", Path::new("/"))),
         ("list `~`", "list_dir", json!({"path": "~"}), fx.outside("read", "~", &root.join("home"))),
-        // memory_get
-        ("memory link out", "memory_get", json!({"path": "memory/link_out"}), fx.outside("read", "memory/link_out", &secret)),
-        ("memory `..` climbing", "memory_get", json!({"path": "memory/../../outside/secret"}), fx.outside("read", "memory/../../outside/secret", &secret)),
-        ("memory of a transcript", "memory_get", json!({"path": "sessions/s.jsonl"}), Err("transcripts are not read with memory_get: the memory_search snippet shows what was said there".into())),
-        ("memory of a transcript via `./`", "memory_get", json!({"path": "./sessions/s.jsonl"}), not_memory("./sessions/s.jsonl")),
-        ("memory of a transcript via a link", "memory_get", json!({"path": "memory/to_sessions/s.jsonl"}), not_memory("memory/to_sessions/s.jsonl")),
-        ("memory of another workspace file", "memory_get", json!({"path": "notes/a.md"}), not_memory("notes/a.md")),
         // exec working_dir
         ("working_dir absolute outside", "exec", json!({"command": "ls", "working_dir": "/etc"}), fx.outside("read", "/etc", Path::new("/etc"))),
         ("working_dir `..`", "exec", json!({"command": "ls", "working_dir": ".."}), fx.outside("read", "..", root)),

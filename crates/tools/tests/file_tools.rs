@@ -3,8 +3,7 @@
 
 use std::path::PathBuf;
 
-use nanocrab_config::{MemoryConfig, ToolsConfig};
-use nanocrab_memory::{EmbeddingSetup, IndexSetup};
+use nanocrab_config::ToolsConfig;
 use nanocrab_schema::{ToolCall, ToolResult};
 use nanocrab_tools::{ToolContext, ToolRegistry, builtin_registry, wrap_untrusted};
 use pretty_assertions::assert_eq;
@@ -27,17 +26,11 @@ impl Fixture {
         std::os::unix::fs::symlink(root.join("outside"), root.join("ws/link_dir")).unwrap();
         let tools = builtin_registry(
             &config,
-            &MemoryConfig::default(),
             &root.join("ws"),
-            &IndexSetup {
-                database: root.join("state/memory-index.sqlite"),
-                workspace: root.join("ws"),
-                sessions: None,
-                embeddings: EmbeddingSetup::KeywordOnly("no embedding model".to_owned()),
-            },
             Some(&root.join("home")),
             None,
             nanocrab_tools::ToolPolicy::default(),
+            |_| Vec::new(),
         )
         .unwrap();
         Self {
@@ -62,7 +55,7 @@ impl Fixture {
             .await
     }
 
-    /// What the model gets from a file listing, a document or a search: fenced as untrusted.
+    /// What the model gets from a file listing: fenced as untrusted.
     fn data(&self, source: String, text: &str) -> ToolResult {
         ToolResult::ok("call_1", wrap_untrusted(&source, text))
     }
@@ -393,127 +386,5 @@ async fn list_dir_caps_long_listings() {
                 names.join("\n")
             )
         )
-    );
-}
-
-#[tokio::test]
-async fn a_note_written_by_the_agent_is_found_by_memory_search_and_read_by_memory_get() {
-    let fx = Fixture::new(ToolsConfig::default());
-    assert_eq!(
-        fx.call("memory_search", json!({"query": "dentist"})).await,
-        ToolResult::ok(
-            "call_1",
-            "No memory matches \"dentist\" (keyword search only: no embedding model). Try other words, or read memory/MEMORY.md."
-        )
-    );
-    fx.call(
-        "write_file",
-        json!({"path": "memory/MEMORY.md", "content": "# People\n- Ada: sister, Lisbon.\n\n# Health\n- Dentist: Dr. Okafor, every March.\n"}),
-    )
-    .await;
-    assert_eq!(
-        fx.call(
-            "memory_search",
-            json!({"query": "when is my dentist?", "limit": 3})
-        )
-        .await,
-        // The agent's own note, not written from untrusted text: shown as it is.
-        ToolResult::ok(
-            "call_1",
-            "1. memory/MEMORY.md:4-5 (score 1.00)\n# Health\n- Dentist: Dr. Okafor, every March."
-        )
-    );
-    assert_eq!(
-        fx.call(
-            "memory_get",
-            json!({"path": "memory/MEMORY.md", "start_line": 4, "end_line": 9})
-        )
-        .await,
-        ToolResult::ok(
-            "call_1",
-            "memory/MEMORY.md:4-5\n# Health\n- Dentist: Dr. Okafor, every March."
-        )
-    );
-    assert_eq!(
-        fx.call(
-            "memory_get",
-            json!({"path": "memory/MEMORY.md", "end_line": 1})
-        )
-        .await,
-        ToolResult::ok(
-            "call_1",
-            "memory/MEMORY.md:1-1\n# People\n[lines 2-5 not shown]"
-        )
-    );
-}
-
-#[tokio::test]
-async fn a_pdf_is_searched_and_read_as_its_text_and_an_unreadable_one_says_why() {
-    let fx = Fixture::new(ToolsConfig::default());
-    let pdf = include_bytes!("../../memory/tests/data/boiler.pdf");
-    std::fs::create_dir_all(fx.ws().join("knowledge")).unwrap();
-    std::fs::write(fx.ws().join("knowledge/boiler.pdf"), pdf).unwrap();
-    std::fs::write(fx.ws().join("knowledge/cut.pdf"), &pdf[..pdf.len() / 2]).unwrap();
-    assert_eq!(
-        fx.call("memory_search", json!({"query": "boiler pressure"}))
-            .await
-            .content
-            .lines()
-            .take(2)
-            .collect::<Vec<_>>(),
-        // A document comes from elsewhere: its snippet is fenced, naming it.
-        vec![
-            "1. knowledge/boiler.pdf:1-6 (score 1.00)",
-            "<untrusted-data source=\"knowledge/boiler.pdf\">"
-        ]
-    );
-    assert_eq!(
-        fx.call(
-            "memory_get",
-            json!({"path": "knowledge/boiler.pdf", "start_line": 5})
-        )
-        .await,
-        fx.data(
-            "memory_get knowledge/boiler.pdf".into(),
-            "knowledge/boiler.pdf:5-6\nWarranty\nThe warranty ends in March 2031. Zoë at the installer files the claims."
-        )
-    );
-    let cut = fx
-        .call("memory_get", json!({"path": "knowledge/cut.pdf"}))
-        .await;
-    assert!(
-        cut.is_error
-            && cut
-                .content
-                .starts_with("Error: knowledge/cut.pdf: the PDF cannot be read: "),
-        "{cut:?}"
-    );
-}
-
-#[tokio::test]
-async fn memory_get_reads_only_memory_files_and_documents() {
-    let fx = Fixture::new(ToolsConfig::default());
-    std::fs::write(fx.ws().join("notes/plan.md"), "plan").unwrap();
-    assert_eq!(
-        fx.call("memory_get", json!({"path": "notes/plan.md"}))
-            .await,
-        ToolResult::error(
-            "call_1",
-            "Error: notes/plan.md is not a memory file or document: memory_get reads memory/ and knowledge/ (use read_file for other files)"
-        )
-    );
-    // A memory path that leaves the workspace is refused by the path guard first.
-    assert_eq!(
-        fx.call("memory_get", json!({"path": "memory/../../outside/secret"}))
-            .await,
-        fx.outside("read", "memory/../../outside/secret", "outside/secret")
-    );
-    assert!(
-        fx.call(
-            "memory_get",
-            json!({"path": "memory/MEMORY.md", "start_line": 0})
-        )
-        .await
-        .is_error
     );
 }

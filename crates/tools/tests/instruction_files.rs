@@ -5,8 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nanocrab_config::{MemoryConfig, ToolsConfig};
-use nanocrab_memory::{EmbeddingSetup, IndexSetup};
+use nanocrab_config::ToolsConfig;
 use nanocrab_schema::{InstructionsChange, ToolCall};
 use nanocrab_tools::{ToolContext, ToolPolicy, ToolRegistry, WorkspaceHistory, builtin_registry};
 use pretty_assertions::assert_eq;
@@ -36,20 +35,14 @@ impl Fixture {
                 grants: grants(&ws),
                 ..ToolsConfig::default()
             },
-            &MemoryConfig::default(),
             &ws,
-            &IndexSetup {
-                database: root.join("state/memory-index.sqlite"),
-                workspace: ws.clone(),
-                sessions: None,
-                embeddings: EmbeddingSetup::KeywordOnly("no embedding model".to_owned()),
-            },
             None,
             None,
             ToolPolicy {
                 workspace_history: Some(history.clone()),
                 ..ToolPolicy::default()
             },
+            |_| Vec::new(),
         )
         .unwrap();
         Self {

@@ -5,8 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use nanocrab_config::{ExecMode, MemoryConfig, ToolsConfig};
-use nanocrab_memory::{EmbeddingSetup, IndexSetup};
+use nanocrab_config::{ExecMode, ToolsConfig};
 use nanocrab_policy::{
     ApprovalAnswer, ApprovalError, ApprovalRecord, ApprovalReply, ApprovalRequest, ApprovalResult,
     Approver, AuditLog, AuditQuery, CallStatus, Capability, Invocation, Redactor, Risk,
@@ -137,14 +136,7 @@ impl Fixture {
         );
         let mut tools = builtin_registry(
             &config,
-            &MemoryConfig::default(),
             &self.ws(),
-            &IndexSetup {
-                database: self.dir.path().join("state/memory-index.sqlite"),
-                workspace: self.ws(),
-                sessions: None,
-                embeddings: EmbeddingSetup::KeywordOnly("none".into()),
-            },
             None,
             None,
             ToolPolicy {
@@ -157,6 +149,7 @@ impl Fixture {
                 )]),
                 ..ToolPolicy::default()
             },
+            |_| Vec::new(),
         )
         .unwrap();
         tools.register(Arc::new(Shell));

@@ -67,19 +67,21 @@ async fn notes_written_while_untrusted_text_is_in_view_are_marked_with_its_sourc
     );
     let workspace = setup.dir.path().join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
+    let index = nanocrab_memory::IndexSetup {
+        database: setup.dir.path().join("state/memory-index.sqlite"),
+        workspace: workspace.clone(),
+        sessions: None,
+        embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
+    };
     let mut tools = nanocrab_tools::builtin_registry(
         &nanocrab_config::ToolsConfig::default(),
-        &nanocrab_config::MemoryConfig::default(),
         &workspace,
-        &nanocrab_memory::IndexSetup {
-            database: setup.dir.path().join("state/memory-index.sqlite"),
-            workspace: workspace.clone(),
-            sessions: None,
-            embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
-        },
         None,
         None,
         nanocrab_tools::ToolPolicy::default(),
+        |guard| {
+            nanocrab_memory::memory_tools(&nanocrab_config::MemoryConfig::default(), &index, guard)
+        },
     )
     .unwrap();
     tools.register(Arc::new(Fetch));

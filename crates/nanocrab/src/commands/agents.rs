@@ -127,12 +127,11 @@ pub fn build(
         });
     let tools = nanocrab_tools::builtin_registry(
         tools_config,
-        &config.memory,
         &workspace,
-        &index,
         env.user_home.as_deref(),
         launcher.as_ref(),
         policy,
+        |guard| nanocrab_memory::memory_tools(&config.memory, &index, guard),
     )
     .with_context(|| format!("{tools_key} ({})", env.config_path.display()))?;
     let memory = MemoryRetrieval {

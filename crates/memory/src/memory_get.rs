@@ -2,13 +2,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nanocrab_policy::{Invocation, PathGuard};
+use nanocrab_tools::{
+    NoteOrigins, ToolContext, ToolError, ToolOutput, TypedTool, note_name, reading,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::access::reading;
-use crate::arguments::TypedTool;
-use crate::note_marks::{NoteOrigins, note_name};
-use crate::tool::{ToolContext, ToolError, ToolOutput};
+use crate::documents::document_text;
 
 /// Lines returned when no end is given.
 const DEFAULT_LINES: usize = 60;
@@ -85,7 +85,7 @@ impl TypedTool for MemoryGetTool {
             source,
         })?;
         // The lines a search pointed at: HTML and PDF as the index read them, as their text.
-        let text = nanocrab_memory::document_text(&path, &bytes)
+        let text = document_text(&path, &bytes)
             .map_err(|err| ToolError::Rejected(format!("{}: {err}", args.path)))?;
         let total = text.lines().count();
         if start > total {

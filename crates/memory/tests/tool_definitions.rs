@@ -1,24 +1,25 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! The tool definitions sent to the model: exact content, and small enough for a lean request.
+//! The tool definitions sent to the model, the built-in tools then the memory tools as the
+//! binary assembles them: exact content, and small enough for a lean request.
 
 use nanocrab_config::{MemoryConfig, ToolsConfig};
 use nanocrab_schema::ToolCall;
 use nanocrab_tools::{ToolContext, ToolRegistry, builtin_registry};
 
 fn registry(dir: &std::path::Path) -> ToolRegistry {
+    let index = nanocrab_memory::IndexSetup {
+        database: dir.join("state/memory-index.sqlite"),
+        workspace: dir.to_path_buf(),
+        sessions: None,
+        embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
+    };
     builtin_registry(
         &ToolsConfig::default(),
-        &MemoryConfig::default(),
         dir,
-        &nanocrab_memory::IndexSetup {
-            database: dir.join("state/memory-index.sqlite"),
-            workspace: dir.to_path_buf(),
-            sessions: None,
-            embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
-        },
         None,
         None,
         nanocrab_tools::ToolPolicy::default(),
+        |guard| nanocrab_memory::memory_tools(&MemoryConfig::default(), &index, guard),
     )
     .unwrap()
 }

@@ -1,11 +1,11 @@
-use nanocrab_memory::{IndexError, IndexSetup, SearchMode, SearchOptions};
 use nanocrab_policy::{Capability, Invocation, Risk};
+use nanocrab_tools::{NoteOrigins, ToolContext, ToolError, ToolOutput, TypedTool, parameters};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::arguments::{TypedTool, parameters};
-use crate::note_marks::NoteOrigins;
-use crate::tool::{ToolContext, ToolError, ToolOutput};
+use crate::index::{IndexError, SearchMode};
+use crate::index_setup::IndexSetup;
+use crate::ranking::SearchOptions;
 
 /// A caller may ask for more than the configured number of results, up to this.
 const MAX_LIMIT: usize = 20;
