@@ -1,71 +1,76 @@
 //! RAG mode: instead of the whole of MEMORY.md in every system prompt, the notes that match
 //! the user's message are retrieved and attached to that message, for this turn only.
 
-use nanocrab_memory::{IndexError, IndexSetup, SearchOptions};
+use std::sync::Arc;
+
+use async_trait::async_trait;
 use nanocrab_schema::{ContentBlock, RetrievedSource};
 use nanocrab_tools::{MemoryProvenance, NoteOrigins};
 
-/// Where the agent searches its memory, and whether it does so by default.
+/// A passage of the agent's memory found for a message, its text as stored (not fenced).
 #[derive(Debug, Clone, PartialEq)]
+pub struct RetrievedPassage {
+    /// Relative to the workspace, with `/`: `memory/…`, `knowledge/…`, `sessions/…`.
+    pub path: String,
+    pub start_line: usize,
+    pub end_line: usize,
+    pub snippet: String,
+    /// 0 to 1, relative to the best passage of the message (1.0).
+    pub score: f64,
+}
+
+/// Why memory could not be searched; the turn is answered without it.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct RetrievalError(#[from] pub Box<dyn std::error::Error + Send + Sync>);
+
+/// Finds the passages of an agent's memory that match a message, best first: the memory index
+/// as the binary wires it in, so the turn does not depend on how memory is searched.
+#[async_trait]
+pub trait Retriever: Send + Sync {
+    async fn retrieve(&self, message: &str) -> Result<Vec<RetrievedPassage>, RetrievalError>;
+}
+
+/// Where the agent searches its memory, and whether it does so by default.
 pub struct MemoryRetrieval {
-    pub index: IndexSetup,
-    /// How many notes to attach, and how they are ranked.
-    pub search: SearchOptions,
+    pub retriever: Arc<dyn Retriever>,
     /// `memory.ragMode`: for conversations that did not choose with `/rag on|off`.
     pub rag_by_default: bool,
 }
 
 impl MemoryRetrieval {
     /// The best notes for `message`, as the block attached to it and their sources; `None`
-    /// when nothing matches. The index is brought up to date first. Documents, transcripts and
-    /// the notes `provenance` marks come fenced.
+    /// when nothing matches. Documents, transcripts and the notes `provenance` marks come
+    /// fenced.
     pub(crate) async fn retrieve(
         &self,
         message: &str,
         provenance: Option<&MemoryProvenance>,
-    ) -> Result<Option<(ContentBlock, Vec<RetrievedSource>)>, IndexError> {
-        let this = self.clone();
-        let message = message.to_owned();
-        // SQLite and the file walk block: off the async threads, but on this runtime, whose
-        // I/O a remote embedding model's request needs.
-        let runtime = tokio::runtime::Handle::current();
-        let hits = tokio::task::spawn_blocking(move || {
-            runtime.block_on(async {
-                let mut index = this.index.open().await?;
-                index.sync().await?;
-                index.search(&message, &this.search).await
-            })
-        })
-        .await
-        .map_err(|err| IndexError::Io {
-            action: "search",
-            path: self.index.database.clone(),
-            source: std::io::Error::other(err.to_string()),
-        })??
-        .hits;
-        if hits.is_empty() {
+    ) -> Result<Option<(ContentBlock, Vec<RetrievedSource>)>, RetrievalError> {
+        let passages = self.retriever.retrieve(message).await?;
+        if passages.is_empty() {
             return Ok(None);
         }
         let mut text = String::from(
             "\n\n[Memory retrieved for this message; not written by the user. Use memory_get for more of a file.]",
         );
         let origins = NoteOrigins::load(provenance);
-        for hit in &hits {
+        for passage in &passages {
             text.push_str(&format!(
                 "\n\n{}:{}-{}\n{}",
-                hit.path,
-                hit.start_line,
-                hit.end_line,
-                origins.snippet_for_model(&hit.path, &hit.snippet)
+                passage.path,
+                passage.start_line,
+                passage.end_line,
+                origins.snippet_for_model(&passage.path, &passage.snippet)
             ));
         }
-        let sources = hits
+        let sources = passages
             .into_iter()
-            .map(|hit| RetrievedSource {
-                path: hit.path,
-                start_line: hit.start_line,
-                end_line: hit.end_line,
-                score: hit.score,
+            .map(|passage| RetrievedSource {
+                path: passage.path,
+                start_line: passage.start_line,
+                end_line: passage.end_line,
+                score: passage.score,
             })
             .collect();
         Ok(Some((ContentBlock::text(text), sources)))

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use nanocrab_core::{
     Agent, AgentSettings, Consolidation, ConsolidationReport, ContextBuilder, MemoryRetrieval,
+    RetrievalError, RetrievedPassage, Retriever,
 };
 use nanocrab_policy::{Invocation, Risk};
 use nanocrab_provider::{
@@ -283,6 +284,44 @@ fn overloaded() -> ProviderError {
     }
 }
 
+/// The memory index as the binary wires it in for RAG mode.
+struct IndexRetriever {
+    index: nanocrab_memory::IndexSetup,
+    search: nanocrab_memory::SearchOptions,
+}
+
+#[async_trait]
+impl Retriever for IndexRetriever {
+    async fn retrieve(&self, message: &str) -> Result<Vec<RetrievedPassage>, RetrievalError> {
+        let (index, search, message) =
+            (self.index.clone(), self.search.clone(), message.to_owned());
+        // The index's futures hold its SQLite connection, which is not Sync: run on a thread
+        // of its own, as the binary does.
+        let runtime = tokio::runtime::Handle::current();
+        let found = tokio::task::spawn_blocking(move || {
+            runtime.block_on(async {
+                let mut opened = index.open().await?;
+                opened.sync().await?;
+                opened.search(&message, &search).await
+            })
+        })
+        .await
+        .unwrap()
+        .map_err(|err| RetrievalError(Box::new(err)))?;
+        Ok(found
+            .hits
+            .into_iter()
+            .map(|hit| RetrievedPassage {
+                path: hit.path,
+                start_line: hit.start_line,
+                end_line: hit.end_line,
+                snippet: hit.snippet,
+                score: hit.score,
+            })
+            .collect())
+    }
+}
+
 /// An agent with a memory index over its workspace, MEMORY.md holding two facts.
 fn with_memory(replies: Vec<Result<ChatResponse, ProviderError>>, rag_by_default: bool) -> Setup {
     let setup = setup(replies, 40);
@@ -306,15 +345,17 @@ fn with_memory(replies: Vec<Result<ChatResponse, ProviderError>>, rag_by_default
             tools,
         )
         .with_memory(MemoryRetrieval {
-            index: nanocrab_memory::IndexSetup {
-                database: setup.dir.path().join("state/memory-index.sqlite"),
-                workspace,
-                sessions: None,
-                embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(
-                    "no embedding model in this test".to_owned(),
-                ),
-            },
-            search: nanocrab_memory::SearchOptions::new(3),
+            retriever: Arc::new(IndexRetriever {
+                index: nanocrab_memory::IndexSetup {
+                    database: setup.dir.path().join("state/memory-index.sqlite"),
+                    workspace,
+                    sessions: None,
+                    embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(
+                        "no embedding model in this test".to_owned(),
+                    ),
+                },
+                search: nanocrab_memory::SearchOptions::new(3),
+            }),
             rag_by_default,
         }),
         ..setup

@@ -17,6 +17,7 @@ use nanocrab_sessions::SessionStore;
 use nanocrab_tools::{ToolPolicy, grants_from_config};
 
 use super::Env;
+use super::memory_retriever::IndexRetriever;
 
 /// An agent ready to run, and the workspace it works in.
 pub struct BuiltAgent {
@@ -135,8 +136,10 @@ pub fn build(
     )
     .with_context(|| format!("{tools_key} ({})", env.config_path.display()))?;
     let memory = MemoryRetrieval {
-        index,
-        search: SearchOptions::from_config(&config.memory),
+        retriever: Arc::new(IndexRetriever {
+            index,
+            search: SearchOptions::from_config(&config.memory),
+        }),
         rag_by_default: config.memory.rag_mode,
     };
     let agent = Agent::new(
