@@ -135,7 +135,7 @@ impl Intake {
                 return self.refuse(&entry, APOLOGY);
             }
         };
-        let (err, entry) = match self.turns.submit_message(route, entry) {
+        let (err, entry) = match self.turns.submit_message(route, Box::new(entry)) {
             Ok(()) => return,
             Err(refused) => refused,
         };

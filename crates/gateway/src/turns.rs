@@ -246,12 +246,12 @@ impl Turns {
     pub(crate) fn submit_message(
         &self,
         route: Route,
-        entry: JournalEntry,
-    ) -> Result<(), (SubmitError, JournalEntry)> {
+        entry: Box<JournalEntry>,
+    ) -> Result<(), (SubmitError, Box<JournalEntry>)> {
         let Route { agent_id, session } = route;
         self.enqueue(session, &agent_id.clone(), entry, |entry| Job::Message {
             agent_id,
-            entry: Box::new(entry),
+            entry,
         })
     }
 
