@@ -17,6 +17,12 @@ Instead: `nanocrab gateway` (the same release binary) between an in-process fake
 API and the echoing mock, its idle RSS and its RSS after 100 chats sent 100 messages each; the
 options after --gateway go to the bench (crates/nanocrab/benches/gateway_load.rs).
 
+    python3 scripts/bench.py --gateway --against OLD_BINARY [--pairs N] ...
+
+The same bench on this build and on OLD_BINARY (say, a release build of an earlier commit),
+N times each (default 3), alternating so that both see the same machine, and a table of the
+medians side by side: the before and after of a change in one run.
+
     python3 scripts/bench.py --tools
 
 Instead: what the policy point costs per tool call without the model (capabilities, grants,
@@ -82,6 +88,44 @@ def request_size(body):
     }
 
 
+def gateway_before_after(bench, before, after, pairs, bench_args):
+    """Runs the gateway bench on `before` and `after` in turn, `pairs` times each, and prints
+    the medians side by side."""
+    figures = {"before": [], "after": []}
+    for run in range(pairs):
+        for label, binary in [("before", before), ("after", after)]:
+            out = subprocess.run([bench, "--gateway", str(binary), "--json", *bench_args],
+                                 cwd=ROOT, capture_output=True, text=True)
+            if out.returncode != 0:
+                sys.exit(f"the {label} run {run + 1} failed:\n{out.stdout}\n{out.stderr}")
+            figures[label].append(json.loads(out.stdout))
+            last = figures[label][-1]
+            print(f"{label} run {run + 1}: {last['messagesPerSecond']:.0f} messages/s, "
+                  f"{last['gatewayCpuMsPerMessage']:.3f} ms CPU per message", file=sys.stderr)
+    rows = [
+        ("messages per second", lambda f: f["messagesPerSecond"], "{:.0f}"),
+        ("gateway CPU per message (ms)", lambda f: f["gatewayCpuMsPerMessage"], "{:.3f}"),
+        ("cold start (ms)", lambda f: f["coldStartMs"], "{:.1f}"),
+        ("idle RSS (MB)", lambda f: f["idle"]["rssMb"], "{:.1f}"),
+        ("RSS after the load (MB)", lambda f: f["afterLoad"]["rssMb"], "{:.1f}"),
+        ("peak RSS (MB)", lambda f: f["afterLoad"]["hwmMb"], "{:.1f}"),
+        ("message to answer p50 (ms)", lambda f: f["latencyMs"]["p50"], "{:.0f}"),
+        ("message to answer p99 (ms)", lambda f: f["latencyMs"]["p99"], "{:.0f}"),
+        ("SIGTERM to exit (ms)", lambda f: f["shutdownMs"], "{:.1f}"),
+    ]
+    print(f"gateway_load, medians of {pairs} runs each ({' '.join(bench_args) or 'defaults'})")
+    print(f"| figure | before ({before.name}, {before.stat().st_size / 1e6:.1f} MB) "
+          f"| after ({after.stat().st_size / 1e6:.1f} MB) |")
+    print("|---|---|---|")
+    for name, get, fmt in rows:
+        cells = []
+        for label in ["before", "after"]:
+            values = [get(f) for f in figures[label]]
+            cells.append(f"{fmt.format(statistics.median(values))} "
+                         f"({fmt.format(min(values))}–{fmt.format(max(values))})")
+        print(f"| {name} | {cells[0]} | {cells[1]} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
@@ -92,6 +136,10 @@ def main():
     parser.add_argument("--gateway", action="store_true",
                         help="only the gateway under load (gateway_load bench); other options "
                              "are passed to it")
+    parser.add_argument("--against", type=Path,
+                        help="with --gateway: an older nanocrab binary to measure beside this one")
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="with --against: runs of each binary")
     parser.add_argument("--local", action="store_true",
                         help="only the local chat model (local_chat bench and `agent` runs)")
     parser.add_argument("--tools", action="store_true",
@@ -123,6 +171,9 @@ def main():
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     nanocrab = target / "release/nanocrab"
     mock_bin = target / "release/mock-llm"
+    if gateway_bench is not None and args.against is not None:
+        gateway_before_after(gateway_bench, args.against, nanocrab, args.pairs, bench_args)
+        return
     if gateway_bench is not None:
         status = subprocess.run([gateway_bench, "--gateway", str(nanocrab), *bench_args], cwd=ROOT)
         sys.exit(status.returncode)

@@ -3,22 +3,16 @@
 //! API), waits at `GET /v1/approvals` for `POST /v1/approvals/{id}`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use axum::extract::Path;
-use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use nanocrab_channels::Channel;
 use nanocrab_policy::{
     APPROVAL_ID_LEN, ApprovalAnswer, ApprovalError, ApprovalReply, ApprovalRequest, Approver,
 };
 use nanocrab_schema::{ChatRef, InboundMessage, OutboundMessage, SessionKey};
-use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use crate::server::ServerState;
+use crate::bus::{OutboundBus, OutboundEvent, Outgoing, Sent};
 
 struct Pending {
     request: ApprovalRequest,
@@ -28,12 +22,11 @@ struct Pending {
 }
 
 /// The approvals waiting for an answer, and where each running chat turn's session is.
-#[derive(Default)]
 pub struct Approvals {
     pending: Mutex<BTreeMap<String, Pending>>,
     chats: Mutex<HashMap<SessionKey, ChatRef>>,
-    /// The channels questions are sent on, given by the gateway when it starts.
-    channels: OnceLock<Vec<Arc<dyn Channel>>>,
+    /// Where questions are published, for the channels' sender to ask in their chat.
+    bus: OutboundBus,
 }
 
 /// What answering an approval did.
@@ -45,13 +38,13 @@ pub enum Answered {
 }
 
 impl Approvals {
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
-    }
-
-    pub(crate) fn attach(&self, channels: Vec<Arc<dyn Channel>>) {
-        // Set once by the one gateway that owns these approvals; a second call changes nothing.
-        let _ = self.channels.set(channels);
+    /// Approvals whose questions go out on `bus`: give the gateway the same bus.
+    pub fn new(bus: OutboundBus) -> Arc<Self> {
+        Arc::new(Self {
+            pending: Mutex::new(BTreeMap::new()),
+            chats: Mutex::new(HashMap::new()),
+            bus,
+        })
     }
 
     /// From now until [`Self::unbind`], approvals of `session` are asked in `chat`.
@@ -192,27 +185,34 @@ impl Approver for Approvals {
             approvals: self,
             id: request.id.clone(),
         };
+        self.bus.publish(OutboundEvent::ApprovalRequested {
+            request: request.clone(),
+            chat: chat.clone(),
+        });
         match &chat {
             Some(chat) => {
-                let channel = self.channels.get().and_then(|channels| {
-                    channels
-                        .iter()
-                        .find(|c| c.name() == chat.channel && c.account() == chat.account)
+                let (question, sent) = Outgoing::with_receipt(OutboundMessage {
+                    chat: chat.clone(),
+                    text: request.question(),
+                    reply_to_message_id: None,
                 });
-                let Some(channel) = channel else {
+                if self.bus.publish(OutboundEvent::Message(question)) == 0 {
                     return Err(ApprovalError::Unreachable(format!(
                         "the channel {} is not running",
                         chat.channel
                     )));
-                };
-                let question = OutboundMessage {
-                    chat: chat.clone(),
-                    text: request.question(),
-                    reply_to_message_id: None,
-                };
-                channel.send(&question).await.map_err(|err| {
-                    ApprovalError::Unreachable(format!("the question could not be sent: {err}"))
-                })?;
+                }
+                match sent.await {
+                    Ok(Sent::Delivered) => {}
+                    Ok(Sent::Failed(why)) => {
+                        return Err(ApprovalError::Unreachable(format!(
+                            "the question could not be sent: {why}"
+                        )));
+                    }
+                    Ok(Sent::Kept) | Err(_) => {
+                        return Err(ApprovalError::Unreachable("the gateway is stopping".into()));
+                    }
+                }
             }
             None => tracing::info!(
                 approval = %request.id,
@@ -224,87 +224,4 @@ impl Approver for Approvals {
             .await
             .map_err(|_| ApprovalError::Unreachable("the gateway is stopping".into()))
     }
-}
-
-/// An approval as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PendingApproval {
-    pub id: String,
-    pub agent: String,
-    pub session: Option<String>,
-    pub tool: String,
-    pub summary: String,
-    pub risk: String,
-    pub needs: Vec<String>,
-    /// Whether `always` may be answered.
-    pub session_grant_offered: bool,
-}
-
-#[derive(Debug, Deserialize)]
-struct AnswerBody {
-    answer: String,
-}
-
-/// `GET /v1/approvals` and `POST /v1/approvals/{id}` (`{"answer": "approve" | "always" |
-/// "deny"}`), for runs that have no chat to ask in; mounted behind the gateway's token.
-pub fn approval_routes(approvals: Arc<Approvals>) -> Router<ServerState> {
-    let listed = Arc::clone(&approvals);
-    Router::new()
-        .route(
-            "/v1/approvals",
-            get(move || {
-                let approvals = Arc::clone(&listed);
-                async move {
-                    let data: Vec<PendingApproval> = approvals
-                        .pending()
-                        .into_iter()
-                        .map(|r| PendingApproval {
-                            id: r.id,
-                            agent: r.agent,
-                            session: r.session.map(|s| s.to_string()),
-                            tool: r.tool,
-                            summary: r.summary,
-                            risk: r.risk.to_string(),
-                            needs: r.missing.iter().map(ToString::to_string).collect(),
-                            session_grant_offered: r.session_grant_offered,
-                        })
-                        .collect();
-                    Json(serde_json::json!({ "data": data }))
-                }
-            }),
-        )
-        .route(
-            "/v1/approvals/{id}",
-            post(
-                move |Path(id): Path<String>, Json(body): Json<AnswerBody>| {
-                    let approvals = Arc::clone(&approvals);
-                    async move {
-                        let Some(answer) = ApprovalAnswer::from_verb(&body.answer) else {
-                            return (
-                                StatusCode::BAD_REQUEST,
-                                Json(serde_json::json!({"error": {
-                                    "message": format!(
-                                        "answer must be approve, always or deny, not {:?}",
-                                        body.answer
-                                    )
-                                }})),
-                            );
-                        };
-                        match approvals.answer(&id, answer, "api".into(), None) {
-                            Answered::Done => (
-                                StatusCode::OK,
-                                Json(serde_json::json!({"id": id, "answer": body.answer})),
-                            ),
-                            Answered::NotPending => (
-                                StatusCode::NOT_FOUND,
-                                Json(serde_json::json!({"error": {
-                                    "message": format!("no approval {id} is waiting")
-                                }})),
-                            ),
-                        }
-                    }
-                },
-            ),
-        )
 }

@@ -12,8 +12,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest as _, Sha256};
 
-use crate::server::ServerState;
-
 /// The configured token, kept only as its SHA-256: comparing digests of equal length in
 /// constant time tells a caller nothing about the token's length or its leading characters.
 #[derive(Clone)]
@@ -49,21 +47,21 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .then_some(token.trim())
 }
 
-/// Middleware of the protected routes.
+/// Middleware of the protected routes; its state is the configured token.
 pub(crate) async fn require_auth(
-    State(state): State<ServerState>,
+    State(token): State<Option<Token>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
     next: Next,
 ) -> Response {
-    let allowed = match state.token() {
+    let allowed = match &token {
         Some(token) => bearer(request.headers()).is_some_and(|presented| token.matches(presented)),
         None => peer.ip().is_loopback(),
     };
     if allowed {
         return next.run(request).await;
     }
-    let (status, message) = match state.token() {
+    let (status, message) = match token {
         Some(_) => (
             StatusCode::UNAUTHORIZED,
             "missing or wrong token: send Authorization: Bearer <gateway.auth.token>",

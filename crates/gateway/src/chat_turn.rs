@@ -1,33 +1,30 @@
 //! A turn answering chat messages: the input built from them, "typing…" shown while it runs,
-//! the answer sent back into their chat (and thread), or a short apology when it fails, and
-//! the messages marked done in the journal.
+//! and the answer (or a short apology when it fails) published for their chat (and thread);
+//! the channels' sender marks the messages done once the answer is out. What the turn does as
+//! it goes is published too, for whoever watches.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use nanocrab_channels::Channel;
-use nanocrab_schema::{
-    AgentEvent, ChatType, InboundMessage, InstructionsChange, OutboundMessage, SessionKey,
-};
+use nanocrab_schema::{AgentEvent, InstructionsChange, SessionKey};
 
 use crate::approvals::Approvals;
+use crate::bus::{EventKind, OutboundBus, OutboundEvent, Outgoing};
 use crate::chat_input::user_input;
-use crate::gateway::GatewayAgent;
+use crate::gateway_agent::GatewayAgent;
 use crate::journal::{Journal, JournalEntry};
+use crate::replies::{APOLOGY, answer_to};
 use crate::status::{Event, Status};
 
 /// Platforms show "typing…" for about five seconds; renewed a little sooner.
 const TYPING_EVERY: Duration = Duration::from_secs(4);
 
-/// What a failed turn tells the sender; the error itself goes to the log only, since it may
-/// name providers, paths or limits the sender has no business seeing.
-pub(crate) const APOLOGY: &str =
-    "Sorry, something went wrong while answering that. Please try again in a moment.";
-
-/// The channels answers go out on, the journal that learns when messages are done, and the
-/// counters.
+/// The channels messages come from, the bus answers go out on, the journal that learns when
+/// messages are done, and the counters.
 pub(crate) struct ChatTurns {
     pub(crate) channels: Vec<Arc<dyn Channel>>,
+    pub(crate) bus: OutboundBus,
     pub(crate) journal: Arc<Journal>,
     pub(crate) status: Arc<Status>,
     pub(crate) approvals: Arc<Approvals>,
@@ -38,27 +35,6 @@ impl ChatTurns {
         self.channels
             .iter()
             .find(|c| c.name() == name && c.account() == account)
-    }
-
-    /// Sends `message` on its channel, logging a failure: there is nobody else to tell.
-    pub(crate) async fn send(&self, message: &OutboundMessage) {
-        let chat = &message.chat;
-        let Some(channel) = self.channel(&chat.channel, &chat.account) else {
-            tracing::error!(
-                channel = %chat.channel,
-                account = %chat.account,
-                "no such channel to answer on"
-            );
-            return;
-        };
-        match channel.send(message).await {
-            Ok(_) => self.status.sent(&chat.channel, &chat.account),
-            Err(err) => tracing::warn!(
-                channel = %chat.channel,
-                chat = %chat.chat_id,
-                "cannot send an answer: {err}"
-            ),
-        }
     }
 
     /// Marks a message done, logging a failure: the worst outcome is that it is answered
@@ -99,12 +75,19 @@ impl ChatTurns {
         let changes = std::sync::Mutex::new(Vec::new());
         let turn = async {
             let input = user_input(channel.as_ref(), &agent.workspace, &messages).await;
+            let watched = self.bus.wants(EventKind::Turn);
             let mut on_event = |event: AgentEvent| {
-                if let AgentEvent::InstructionsChanged(change) = event {
+                if let AgentEvent::InstructionsChanged(change) = &event {
                     changes
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push(change);
+                        .push(change.clone());
+                }
+                if watched {
+                    self.bus.publish(OutboundEvent::Turn {
+                        session: session.clone(),
+                        event,
+                    });
                 }
             };
             agent.agent.run_turn(session, input, &mut on_event).await
@@ -112,8 +95,8 @@ impl ChatTurns {
         tokio::pin!(turn);
         let outcome = loop {
             let show_typing = async {
-                if typing && let Err(err) = channel.typing(&chat).await {
-                    tracing::debug!(channel = %chat.channel, chat = %chat.chat_id, "typing: {err}");
+                if typing {
+                    self.bus.publish(OutboundEvent::Typing(chat.clone()));
                 }
                 tokio::time::sleep(TYPING_EVERY).await;
             };
@@ -142,7 +125,10 @@ impl ChatTurns {
                 version = change.version,
                 tool = change.tool,
             );
-            self.send(&answer_to(message, note)).await;
+            self.bus.publish(OutboundEvent::Message(Outgoing::answer(
+                answer_to(message, note),
+                Vec::new(),
+            )));
         }
         let text = match outcome {
             Ok(outcome) => {
@@ -157,22 +143,13 @@ impl ChatTurns {
         };
         if text.trim().is_empty() {
             tracing::info!(session = %session, "the turn ended without an answer to send");
+            batch.iter().for_each(|entry| self.done(entry));
         } else {
-            self.send(&answer_to(message, text)).await;
+            let done = batch.iter().map(|entry| entry.id).collect();
+            self.bus.publish(OutboundEvent::Message(Outgoing::answer(
+                answer_to(message, text),
+                done,
+            )));
         }
-        batch.iter().for_each(|entry| self.done(entry));
-    }
-}
-
-/// `text` as an answer to `message`: into its chat and thread, and in a group, where several
-/// conversations interleave, as a reply to it.
-pub(crate) fn answer_to(message: &InboundMessage, text: String) -> OutboundMessage {
-    OutboundMessage {
-        chat: message.chat(),
-        text,
-        reply_to_message_id: match message.chat_type {
-            ChatType::Group => Some(message.message_id.clone()),
-            ChatType::Dm | ChatType::Channel => None,
-        },
     }
 }

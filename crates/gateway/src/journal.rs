@@ -108,8 +108,8 @@ enum Record {
     },
 }
 
-/// The inbound journal. Its methods do blocking file I/O (each record is synced to disk
-/// before they return), as the session store does; records are a few hundred bytes.
+/// The inbound journal. Its methods do blocking file I/O (a message is synced to disk before
+/// they return), as the session store does; records are a few hundred bytes.
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
@@ -218,32 +218,63 @@ impl Journal {
     /// Journals `message` unless it already is; once this returns [`Recorded::New`], the
     /// message is on disk.
     pub fn record(&self, message: &InboundMessage) -> Result<Recorded, JournalError> {
-        let mut state = self.lock();
-        let key = MessageKey::of(message);
-        if state.known.contains(&key) {
-            return Ok(Recorded::Duplicate);
-        }
-        let id = EntryId(state.next_id);
-        self.append(
-            &mut state,
-            &Record::Message {
-                id,
-                message: Box::new(message.clone()),
-            },
-        )?;
-        state.next_id += 1;
-        state.undone.insert(id, message.clone());
-        state.known.insert(key);
-        Ok(Recorded::New(id))
+        let recorded = self.record_all(&[message])?;
+        Ok(recorded.first().copied().unwrap_or(Recorded::Duplicate))
     }
 
-    /// Marks message `id` done: it will not be handed back on the next start.
+    /// Journals each of `messages` that is not yet journaled, with one write and one sync
+    /// for them all (a group commit: what arrives together costs one sync). Returns what
+    /// became of each, in order; on an error none of them is journaled.
+    pub fn record_all(&self, messages: &[&InboundMessage]) -> Result<Vec<Recorded>, JournalError> {
+        let mut state = self.lock();
+        let mut recorded = Vec::with_capacity(messages.len());
+        let mut new = Vec::new();
+        let mut lines = Vec::with_capacity(512 * messages.len());
+        let mut next_id = state.next_id;
+        for message in messages {
+            let key = MessageKey::of(message);
+            if state.known.contains(&key) || new.iter().any(|(_, k, _)| *k == key) {
+                recorded.push(Recorded::Duplicate);
+                continue;
+            }
+            let id = EntryId(next_id);
+            next_id += 1;
+            serde_json::to_writer(
+                &mut lines,
+                &Record::Message {
+                    id,
+                    message: Box::new((*message).clone()),
+                },
+            )?;
+            lines.push(b'\n');
+            recorded.push(Recorded::New(id));
+            new.push((id, key, *message));
+        }
+        if new.is_empty() {
+            return Ok(recorded);
+        }
+        self.write(&mut state, &lines, true)?;
+        state.records += new.len();
+        state.next_id = next_id;
+        for (id, key, message) in new {
+            state.undone.insert(id, message.clone());
+            state.known.insert(key);
+        }
+        Ok(recorded)
+    }
+
+    /// Marks message `id` done: it will not be handed back on the next start. The record is
+    /// not synced on its own: the next message's sync carries it. A power loss before then
+    /// can only make a finished message be answered again, never lose one.
     pub fn done(&self, id: EntryId) -> Result<(), JournalError> {
         let mut state = self.lock();
         if !state.undone.contains_key(&id) {
             return Ok(());
         }
-        self.append(&mut state, &Record::Done { id })?;
+        let mut line = serde_json::to_vec(&Record::Done { id })?;
+        line.push(b'\n');
+        self.write(&mut state, &line, false)?;
+        state.records += 1;
         if let Some(message) = state.undone.remove(&id) {
             state.finished.push_back(MessageKey::of(&message));
         }
@@ -268,26 +299,32 @@ impl Journal {
         Ok(())
     }
 
-    fn append(&self, state: &mut State, record: &Record) -> Result<(), JournalError> {
-        let io = |action, source| JournalError::Io {
-            action,
+    /// Appends whole `lines`, starting on a fresh line after a torn write.
+    fn write(&self, state: &mut State, lines: &[u8], sync: bool) -> Result<(), JournalError> {
+        let written = if state.torn {
+            state.file.write_all(b"\n")
+        } else {
+            Ok(())
+        }
+        .and_then(|()| state.file.write_all(lines))
+        .and_then(|()| if sync { state.file.sync_data() } else { Ok(()) });
+        state.torn = written.is_err();
+        written.map_err(|source| JournalError::Io {
+            action: "write",
             path: self.path.clone(),
             source,
-        };
-        let mut line = Vec::with_capacity(256);
-        if state.torn {
-            line.push(b'\n');
-        }
-        serde_json::to_writer(&mut line, record)?;
-        line.push(b'\n');
-        let written = state
-            .file
-            .write_all(&line)
-            .and_then(|()| state.file.sync_data());
-        state.torn = written.is_err();
-        written.map_err(|e| io("write", e))?;
-        state.records += 1;
-        Ok(())
+        })
+    }
+
+    /// Syncs the `done` records written since the last sync, which [`Self::done`] leaves to
+    /// the next message's sync (or this one at shutdown).
+    pub fn sync(&self) -> Result<(), JournalError> {
+        let state = self.lock();
+        state.file.sync_data().map_err(|source| JournalError::Io {
+            action: "sync",
+            path: self.path.clone(),
+            source,
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -428,6 +465,31 @@ mod tests {
                 Recorded::Duplicate
             );
         }
+    }
+
+    #[test]
+    fn messages_arriving_together_are_journaled_together_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.jsonl");
+        let (journal, _) = Journal::open(&path, 10).unwrap();
+        journal.record(&message("42", "1")).unwrap();
+        let (two, again, three) = (message("42", "2"), message("42", "1"), message("42", "3"));
+        assert_eq!(
+            journal.record_all(&[&two, &again, &three, &two]).unwrap(),
+            vec![
+                Recorded::New(EntryId(1)),
+                Recorded::Duplicate,
+                Recorded::New(EntryId(2)),
+                // Twice in the same batch is a redelivery too.
+                Recorded::Duplicate,
+            ]
+        );
+        drop(journal);
+        let (_, unfinished) = Journal::open(&path, 10).unwrap();
+        assert_eq!(
+            unfinished,
+            vec![entry(0, message("42", "1")), entry(1, two), entry(2, three)]
+        );
     }
 
     #[test]

@@ -1,30 +1,50 @@
 //! The long-running side of nanocrab: channels in, turns run per session, answers out, and
 //! the HTTP server.
 //!
-//! [`Gateway`] takes messages from the channels (access, journal, routing) and queues them on
-//! [`Turns`], the per-session scheduler that also runs the HTTP API's turns; [`Status`] counts
-//! what happens for `GET /status`; [`server`] is the HTTP side.
+//! In: a channel hands a message to the gateway's intake, which checks access, journals it,
+//! routes it to a session and queues it on [`Turns`], the per-session scheduler that also runs
+//! the HTTP API's turns; a chat turn runs the agent. Out: whatever a turn or the gateway says
+//! or shows (answers, "typing…", the turn's events, approval requests) is published once on
+//! the [`OutboundBus`]; the channels' sender subscribes to put messages on the platforms, in
+//! order per chat, keeping in the [`Outbox`] what cannot be sent; anyone else may subscribe
+//! to watch. [`Status`] counts what happens for `GET /status`; [`server`] is the HTTP side.
+//!
+//! Each stage is a module that knows only the stages after it: `intake` → `turns` →
+//! `chat_turn` → `bus`, and `sender` → `outbox`/`journal`; the HTTP modules (`server`,
+//! `auth`, `openai_api`, `approvals_api`) sit on top and nothing below imports them.
 
 mod access;
 mod approvals;
+mod approvals_api;
 mod auth;
+mod bus;
+mod channel_supervisor;
 mod chat_input;
 mod chat_turn;
 mod gateway;
+mod gateway_agent;
+mod intake;
 mod journal;
 mod openai_api;
 mod openai_wire;
+mod outbox;
 mod pairing;
+mod replies;
 mod router;
+mod sender;
 pub mod server;
 mod status;
 mod turns;
 
 pub use access::{Access, AccessDecision, AccessError, AccessRules};
-pub use approvals::{Answered, Approvals, PendingApproval, approval_routes};
-pub use gateway::{Gateway, GatewayAgent, GatewayError, INBOX_FILE};
+pub use approvals::{Answered, Approvals};
+pub use approvals_api::{PendingApproval, approval_routes};
+pub use bus::{EventKind, OutboundBus, OutboundEvent, Outgoing, Sent, Subscription};
+pub use gateway::{Gateway, GatewayError, INBOX_FILE, OUTBOX_FILE};
+pub use gateway_agent::GatewayAgent;
 pub use journal::{EntryId, Journal, JournalEntry, JournalError, Recorded};
 pub use openai_api::{DEFAULT_MODEL_NAME, SESSION_HEADER, openai_routes};
+pub use outbox::{KEEP_FOR_SECS, Kept, KeptId, Outbox, OutboxError};
 pub use pairing::{
     ApprovedSender, CODE_LIFETIME_SECS, MAX_PENDING_PER_CHANNEL, PairingError, PairingOutcome,
     PairingRequest, PairingStore,

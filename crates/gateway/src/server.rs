@@ -111,10 +111,6 @@ impl ServerState {
     pub fn status(&self) -> &Status {
         &self.shared.status
     }
-
-    pub(crate) fn token(&self) -> Option<&Token> {
-        self.shared.token.as_ref()
-    }
 }
 
 /// The server's routes: `/health`, and `/status` with `protected`'s routes behind the token.
@@ -123,7 +119,7 @@ pub fn app(state: ServerState, protected: Router<ServerState>) -> Router {
         .route("/status", get(status))
         .merge(protected)
         .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.shared.token.clone(),
             require_auth,
         ));
     Router::new()

@@ -55,6 +55,7 @@ struct Counts {
     denied: AtomicU64,
     duplicates: AtomicU64,
     refused: AtomicU64,
+    kept: AtomicU64,
     turns_finished: AtomicU64,
     turns_failed: AtomicU64,
 }
@@ -71,6 +72,8 @@ pub enum Event {
     /// Its session's queue was full, or it could not be journaled or routed; the sender was
     /// told.
     Refused,
+    /// Its answer could not be sent and was kept for the next start.
+    Kept,
     /// A turn finished with an answer.
     TurnFinished,
     /// A turn failed; the sender got an apology, an API caller the error.
@@ -118,6 +121,7 @@ impl Status {
             Event::Denied => &counts.denied,
             Event::Duplicate => &counts.duplicates,
             Event::Refused => &counts.refused,
+            Event::Kept => &counts.kept,
             Event::TurnFinished => &counts.turns_finished,
             Event::TurnFailed => &counts.turns_failed,
         };
@@ -160,6 +164,7 @@ impl Status {
             denied: counts.denied.load(Ordering::Relaxed),
             duplicates: counts.duplicates.load(Ordering::Relaxed),
             refused: counts.refused.load(Ordering::Relaxed),
+            kept: counts.kept.load(Ordering::Relaxed),
         }
     }
 
@@ -192,4 +197,6 @@ pub struct MessageCounts {
     pub denied: u64,
     pub duplicates: u64,
     pub refused: u64,
+    /// Answers a platform did not take, kept to be sent at the next start.
+    pub kept: u64,
 }

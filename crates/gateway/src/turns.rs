@@ -66,9 +66,10 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::bus::{EventKind, OutboundEvent};
 use crate::chat_input::is_command;
 use crate::chat_turn::ChatTurns;
-use crate::gateway::GatewayAgent;
+use crate::gateway_agent::GatewayAgent;
 use crate::journal::JournalEntry;
 use crate::router::Route;
 use crate::status::Event;
@@ -188,14 +189,6 @@ struct ApiJob {
     outcome: oneshot::Sender<Result<TurnOutcome, AgentError>>,
 }
 
-impl Job {
-    fn agent_id(&self) -> &str {
-        match self {
-            Self::Message { agent_id, .. } | Self::Request(ApiJob { agent_id, .. }) => agent_id,
-        }
-    }
-}
-
 /// What one turn works on.
 enum Batch {
     Messages {
@@ -234,31 +227,32 @@ impl Turns {
     pub fn submit(&self, request: TurnRequest) -> Result<TurnTicket, SubmitError> {
         let (events, events_out) = mpsc::unbounded_channel();
         let (outcome, outcome_out) = oneshot::channel();
-        let job = Job::Request(ApiJob {
-            agent_id: request.agent_id,
+        let job = ApiJob {
+            agent_id: request.agent_id.clone(),
             with_model: request.with_model,
             input: request.input,
             events,
             outcome,
-        });
-        self.enqueue(request.session, job)?;
+        };
+        self.enqueue(request.session, &request.agent_id, job, Job::Request)
+            .map_err(|(error, _)| error)?;
         Ok(TurnTicket {
             events: events_out,
             outcome: TurnResult(outcome_out),
         })
     }
 
-    /// Queues a journaled chat message on `route`.
+    /// Queues a journaled chat message on `route`; a refused one comes back with the reason.
     pub(crate) fn submit_message(
         &self,
         route: Route,
-        entry: JournalEntry,
-    ) -> Result<(), SubmitError> {
-        let job = Job::Message {
-            agent_id: route.agent_id,
-            entry: Box::new(entry),
-        };
-        self.enqueue(route.session, job)
+        entry: Box<JournalEntry>,
+    ) -> Result<(), (SubmitError, Box<JournalEntry>)> {
+        let Route { agent_id, session } = route;
+        self.enqueue(session, &agent_id.clone(), entry, |entry| Job::Message {
+            agent_id,
+            entry,
+        })
     }
 
     /// The agent ids turns can be submitted to.
@@ -314,27 +308,29 @@ impl Turns {
         }
     }
 
-    pub(crate) fn chats(&self) -> &ChatTurns {
-        &self.shared.chats
-    }
-
-    fn enqueue(&self, session: SessionKey, job: Job) -> Result<(), SubmitError> {
+    /// Queues `item` (made into a job by `job`) on `session`, or hands it back with why not.
+    fn enqueue<T>(
+        &self,
+        session: SessionKey,
+        agent_id: &str,
+        item: T,
+        job: impl FnOnce(T) -> Job,
+    ) -> Result<(), (SubmitError, T)> {
         let shared = &self.shared;
         if shared.stop.is_cancelled() {
-            return Err(SubmitError::ShuttingDown);
+            return Err((SubmitError::ShuttingDown, item));
         }
-        if !shared.agents.contains_key(job.agent_id()) {
-            return Err(SubmitError::UnknownAgent(job.agent_id().to_owned()));
+        if !shared.agents.contains_key(agent_id) {
+            return Err((SubmitError::UnknownAgent(agent_id.to_owned()), item));
         }
         let mut sessions = shared.lock();
         let start_worker = !sessions.contains_key(&session);
         let queue = sessions.entry(session.clone()).or_default();
         if queue.waiting.len() >= shared.cap {
-            return Err(SubmitError::QueueFull {
-                waiting: queue.waiting.len(),
-            });
+            let waiting = queue.waiting.len();
+            return Err((SubmitError::QueueFull { waiting }, item));
         }
-        queue.waiting.push_back(job);
+        queue.waiting.push_back(job(item));
         drop(sessions);
         if start_worker {
             let shared = Arc::clone(shared);
@@ -461,8 +457,16 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
             ..
         }) => {
             let agent = with_model.unwrap_or_else(|| Arc::clone(&configured.agent));
+            let bus = &shared.chats.bus;
+            let watched = bus.wants(EventKind::Turn);
             let result = agent
                 .run_turn(session, input, &mut |event| {
+                    if watched {
+                        bus.publish(OutboundEvent::Turn {
+                            session: session.clone(),
+                            event: event.clone(),
+                        });
+                    }
                     // The caller may have stopped listening; the turn goes on regardless.
                     let _ = events.send(event);
                 })

@@ -26,6 +26,8 @@ pub struct FakeChannel {
     files: Mutex<HashMap<String, Vec<u8>>>,
     /// What the next calls of `run` return at once, before one runs until the shutdown.
     failures: Mutex<VecDeque<ChannelError>>,
+    /// What the next calls of `send` return instead of sending, one each.
+    send_failures: Mutex<VecDeque<ChannelError>>,
     runs: AtomicUsize,
     /// Permits for held downloads.
     gate: Semaphore,
@@ -50,6 +52,7 @@ impl FakeChannel {
             typing: AtomicUsize::new(0),
             files: Mutex::new(HashMap::new()),
             failures: Mutex::new(VecDeque::new()),
+            send_failures: Mutex::new(VecDeque::new()),
             runs: AtomicUsize::new(0),
             gate: Semaphore::new(0),
             held: watch::Sender::new(0),
@@ -60,6 +63,11 @@ impl FakeChannel {
     /// The next `run`s fail with these errors, one each.
     pub fn fail_runs(&self, errors: Vec<ChannelError>) {
         self.failures.lock().unwrap().extend(errors);
+    }
+
+    /// The next `send`s fail with these errors, one each.
+    pub fn fail_sends(&self, errors: Vec<ChannelError>) {
+        self.send_failures.lock().unwrap().extend(errors);
     }
 
     pub fn add_file(&self, file_id: &str, bytes: &[u8]) {
@@ -154,6 +162,10 @@ impl Channel for FakeChannel {
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
+        let failure = self.send_failures.lock().unwrap().pop_front();
+        if let Some(error) = failure {
+            return Err(error);
+        }
         let mut id = 0;
         self.sent.send_modify(|sent| {
             sent.push(message.clone());

@@ -9,7 +9,8 @@ use nanocrab_channels::Channel;
 use nanocrab_config::{Config, DmPolicy, GroupPolicy, ProviderConfig, QueueMode};
 use nanocrab_core::{Agent, AgentSettings, ContextBuilder};
 use nanocrab_gateway::{
-    Access, AccessRules, Approvals, Gateway, GatewayAgent, INBOX_FILE, Journal, PairingStore, Turns,
+    Access, AccessRules, Approvals, Gateway, GatewayAgent, INBOX_FILE, Journal, OutboundBus,
+    PairingStore, Turns,
 };
 use nanocrab_provider::{ModelChain, RetryPolicy};
 use nanocrab_schema::{
@@ -32,6 +33,8 @@ pub struct Harness {
     pub more_channels: Vec<Arc<dyn Channel>>,
     pub agent_ids: Vec<String>,
     pub access: Option<Access>,
+    /// The bus every gateway of this harness publishes on; tests subscribe to watch.
+    pub bus: OutboundBus,
 }
 
 /// A gateway running in the background.
@@ -78,6 +81,7 @@ impl Harness {
             more_channels: Vec::new(),
             agent_ids: vec!["main".to_owned()],
             access: None,
+            bus: OutboundBus::new(),
         }
     }
 
@@ -195,13 +199,15 @@ impl Harness {
             .iter()
             .map(|id| ((*id).to_owned(), self.agent(id)))
             .collect();
+        let bus = OutboundBus::new();
         match Gateway::new(
             &self.config,
             agents,
             Vec::new(),
             &self.state_dir(),
             self.open_access(),
-            Approvals::new(),
+            Approvals::new(bus.clone()),
+            bus,
         ) {
             Ok(_) => panic!("the gateway started"),
             Err(err) => err.to_string(),
@@ -214,13 +220,15 @@ impl Harness {
             .iter()
             .map(|id| (id.clone(), self.agent(id)))
             .collect();
+        let bus = self.bus.clone();
         Gateway::new(
             &self.config,
             agents,
             self.channels(),
             &self.state_dir(),
             self.access.clone().unwrap_or_else(|| self.open_access()),
-            Approvals::new(),
+            Approvals::new(bus.clone()),
+            bus,
         )
         .unwrap()
     }

@@ -6,6 +6,8 @@ mod chat_turns;
 mod fake_channel;
 mod harness;
 mod lifecycle;
+mod module_graph;
+mod outbound;
 mod routing;
 mod server;
 mod telegram;

@@ -117,7 +117,7 @@ async fn health_is_open_and_status_needs_the_token_in_the_header() {
                 "turns": {"running": 0, "queued": 0, "finished": 1, "failed": 0},
                 "sessions": [],
                 "messages": {"received": 1, "ignored": 0, "denied": 0, "duplicates": 0,
-                             "refused": 0}
+                             "refused": 0, "kept": 0}
             })
         )
     );

@@ -8,7 +8,9 @@ use anyhow::Context as _;
 use nanocrab_channels::Channel;
 use nanocrab_channels::telegram::{TelegramChannel, TelegramSettings};
 use nanocrab_core::Agent;
-use nanocrab_gateway::{Access, Approvals, Gateway, GatewayAgent, PairingStore, server};
+use nanocrab_gateway::{
+    Access, Approvals, Gateway, GatewayAgent, OutboundBus, PairingStore, server,
+};
 use nanocrab_policy::Approver;
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +28,8 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     if config.channels.telegram.as_ref().is_some_and(|t| t.enabled) {
         config.require("channels.telegram")?;
     }
-    let approvals = Approvals::new();
+    let bus = OutboundBus::new();
+    let approvals = Approvals::new(bus.clone());
     let mut agents = BTreeMap::new();
     for id in config.agents.ids() {
         let built = super::agents::build(
@@ -83,6 +86,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         &state_dir,
         access,
         Arc::clone(&approvals),
+        bus,
     )?;
 
     // An API request naming `provider/model` runs the agent on that model; each agent and

@@ -521,6 +521,42 @@ fn telegram_errors_on_the_way_in_and_out_delay_the_answer_but_never_lose_it() {
 }
 
 #[test]
+fn an_answer_telegram_cannot_take_is_kept_and_sent_after_the_next_start() {
+    let fake = FakeTelegram::spawn(TOKEN);
+    let home = telegram_home(&fake, json!({}));
+    // Telegram fails on its side at every try the channel makes.
+    let bad_gateway = TelegramError {
+        status: 502,
+        body: json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+    };
+    fake.fail_next("sendMessage", 4, bad_gateway);
+    home.mock.push(Reply::text("Here it is."));
+    fake.push_update(telegram::private_text("are you there?"));
+
+    let mut gateway = home.start_gateway();
+    gateway.eventually("the answer to be kept", |gateway| {
+        gateway
+            .log()
+            .contains("sent again on the next start")
+            .then_some(())
+    });
+    assert!(fake.sent_messages().is_empty());
+    assert!(gateway.terminate().success());
+
+    let mut gateway = home.start_gateway();
+    gateway.eventually("the kept answer", |_| {
+        (!fake.sent_messages().is_empty()).then_some(())
+    });
+    assert_eq!(
+        sent_messages(&fake),
+        [sent(OWNER, "Here it is.", None, None)]
+    );
+    // Sent again, not asked again.
+    assert_eq!(user_texts(&home.requests()), ["are you there?"]);
+    assert!(gateway.terminate().success());
+}
+
+#[test]
 fn a_bound_group_is_answered_by_its_own_agent_in_its_own_workspace() {
     let fake = FakeTelegram::spawn(TOKEN);
     let home = telegram_home(
