@@ -389,6 +389,13 @@ impl Agent {
             .run_steps(key, input, &ctx, on_event, cancel)
             .instrument(span)
             .await;
+        // A turn that failed after tools ran leaves their results durable too; a finished one
+        // ended with a synced record and has nothing left to sync.
+        let outcome = match (outcome, self.store.sync(key)) {
+            (Ok(outcome), Ok(())) => Ok(outcome),
+            (Ok(_), Err(err)) => Err(err.into()),
+            (Err(err), _) => Err(err),
+        };
         if let Err(err) = &outcome {
             on_event(AgentEvent::Error {
                 message: err.to_string(),
@@ -526,8 +533,11 @@ impl Agent {
                 role: Role::User,
                 content: results,
             };
+            // Synced with the next record, which is synced before anything acts on these
+            // results (the next tool calls) and before the turn ends; a power cut before then
+            // leaves the calls answered as interrupted.
             self.store
-                .append(key, &[SessionEntry::now(results.clone())])?;
+                .append_unsynced(key, &[SessionEntry::now(results.clone())])?;
             history.push(results);
             if cancel.is_cancelled() {
                 return self.interrupted(key, on_event, String::new(), usage, iteration);

@@ -94,7 +94,8 @@ impl Consolidator {
         key: &SessionKey,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<Option<ConsolidationReport>, ConsolidationError> {
-        let entries = cx.store.load(key)?.entries;
+        let session = cx.store.load(key)?;
+        let entries = &session.entries;
         let done = cx
             .store
             .settings(key)?

@@ -2,6 +2,7 @@
 //! counting, and the usage the transcripts recorded.
 
 mod history;
+mod session_cache;
 mod session_store;
 mod tokens;
 mod usage;

@@ -1,11 +1,16 @@
-use std::io::Write as _;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use nanocrab_schema::{ContentBlock, Image, LlmMessage, Role, SessionKey, ToolResult, Usage};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
+
+use crate::session_cache::{CachedTranscript, SessionCache, Stamp};
 
 /// Tool results longer than this are shortened in the transcript file (never in the live
 /// loop): a transcript is for reading back, and a 5 MB `cat` output would make it unusable.
@@ -128,7 +133,7 @@ pub struct Session {
     /// The newest summary of the transcript's beginning, which the model gets instead of it.
     pub compaction: Option<Compaction>,
     /// The directory image references are relative to.
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Session {
@@ -274,15 +279,43 @@ pub enum SessionError {
     BadSettings { path: PathBuf, detail: String },
 }
 
-/// Transcripts as append-only JSONL files, one per session key.
+/// Transcripts as append-only JSONL files, one per session key, and each conversation's
+/// settings beside them.
+///
+/// Reads: the transcripts and settings of the sessions used last stay parsed in memory (see
+/// `session_cache.rs` for the bounds), shared by the store's clones; each use compares the
+/// file's size, modification time and inode with what was parsed, so a file changed from
+/// outside is read again. Appends made through the store are added to what it keeps without
+/// reading the file back.
+///
+/// Durability: a line is either whole or, torn by a crash mid-write, skipped when read (as is
+/// any line that does not parse), and every append starts on a fresh line; so a crash never
+/// costs more than the record being written. [`SessionStore::append`],
+/// [`SessionStore::append_compaction`] and [`SessionStore::save_settings`] return once the data
+/// is on disk (`fdatasync`). [`SessionStore::append_unsynced`] returns once it is written: a
+/// crash of the process loses nothing of it, a power cut may, until the next synced append to
+/// the session, [`SessionStore::sync`] or [`SessionStore::reset`] makes it durable together
+/// with everything written before it.
 #[derive(Debug, Clone)]
 pub struct SessionStore {
     dir: PathBuf,
+    cache: Arc<Mutex<SessionCache>>,
+    /// The handle of each transcript last written by [`SessionStore::append_unsynced`] and not
+    /// yet synced, with the file's stamp: syncing it syncs every earlier write to that file.
+    unsynced: Arc<Mutex<HashMap<SessionKey, (File, Stamp)>>>,
 }
 
 impl SessionStore {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        Self {
+            dir: dir.into(),
+            cache: Arc::default(),
+            unsynced: Arc::default(),
+        }
+    }
+
+    fn cache(&self) -> MutexGuard<'_, SessionCache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The sessions directory.
@@ -299,38 +332,62 @@ impl SessionStore {
     }
 
     /// Loads a transcript; a missing one is empty. Lines that do not parse (a torn last line
-    /// after a crash, a hand edit gone wrong) are skipped with a warning, never fatal.
-    pub fn load(&self, key: &SessionKey) -> Result<Session, SessionError> {
+    /// after a crash, a hand edit gone wrong) are skipped with a warning, never fatal. Read
+    /// from the file only when it changed since this store last saw it.
+    pub fn load(&self, key: &SessionKey) -> Result<Arc<Session>, SessionError> {
         let path = self.path(key);
+        let io = |source| SessionError::Io {
+            action: "read",
+            path: path.clone(),
+            source,
+        };
+        let empty = || {
+            self.cache().forget_transcript(key);
+            Ok(Arc::new(Session {
+                key: key.clone(),
+                metadata: None,
+                entries: Vec::new(),
+                compaction: None,
+                dir: self.dir.clone(),
+            }))
+        };
+        let stamp = match std::fs::metadata(&path) {
+            Ok(meta) => Stamp::of(&meta),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return empty(),
+            Err(source) => return Err(io(source)),
+        };
+        if let Some(session) = self.cache().transcript(key, &stamp) {
+            return Ok(session);
+        }
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return empty(),
+            Err(source) => return Err(io(source)),
+        };
+        // Stamped before reading: a write landing in between leaves the bytes newer than the
+        // stamp, so the next load reads again, never the other way round.
+        let stamp = Stamp::of(&file.metadata().map_err(io)?);
         // Bytes, not a `String`: a crash mid-write can tear a multi-byte character, and that
         // must cost only the torn line, not the whole transcript.
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Session {
-                    key: key.clone(),
-                    metadata: None,
-                    entries: Vec::new(),
-                    compaction: None,
-                    dir: self.dir.clone(),
-                });
-            }
-            Err(source) => {
-                return Err(SessionError::Io {
-                    action: "read",
-                    path,
-                    source,
-                });
-            }
-        };
+        let mut bytes = Vec::with_capacity(usize::try_from(stamp.len).unwrap_or_default());
+        file.read_to_end(&mut bytes).map_err(io)?;
         let parsed = parse_transcript(&path, &bytes);
-        Ok(Session {
+        let session = Arc::new(Session {
             key: key.clone(),
             metadata: parsed.metadata,
             entries: parsed.entries,
             compaction: parsed.compaction,
             dir: self.dir.clone(),
-        })
+        });
+        self.cache().put_transcript(
+            key,
+            CachedTranscript {
+                stamp,
+                session: Arc::clone(&session),
+                ends_with_newline: bytes.last().is_none_or(|b| *b == b'\n'),
+            },
+        );
+        Ok(session)
     }
 
     fn settings_path(&self, key: &SessionKey) -> PathBuf {
@@ -338,23 +395,42 @@ impl SessionStore {
     }
 
     /// The conversation's settings; none saved yet is the defaults. An unreadable file is
-    /// reported, not silently replaced.
+    /// reported, not silently replaced. Read from the file only when it changed since this
+    /// store last saw it.
     pub fn settings(&self, key: &SessionKey) -> Result<SessionSettings, SessionError> {
         let path = self.settings_path(key);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|err| SessionError::BadSettings {
-                path,
-                detail: err.to_string(),
-            }),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                Ok(SessionSettings::default())
-            }
-            Err(source) => Err(SessionError::Io {
-                action: "read",
-                path,
-                source,
-            }),
+        let io = |source| SessionError::Io {
+            action: "read",
+            path: path.clone(),
+            source,
+        };
+        let defaults = || {
+            self.cache().forget_settings(key);
+            Ok(SessionSettings::default())
+        };
+        let stamp = match std::fs::metadata(&path) {
+            Ok(meta) => Stamp::of(&meta),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return defaults(),
+            Err(source) => return Err(io(source)),
+        };
+        if let Some(settings) = self.cache().settings(key, &stamp) {
+            return Ok(settings);
         }
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return defaults(),
+            Err(source) => return Err(io(source)),
+        };
+        let stamp = Stamp::of(&file.metadata().map_err(io)?);
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io)?;
+        let settings: SessionSettings =
+            serde_json::from_slice(&bytes).map_err(|err| SessionError::BadSettings {
+                path: path.clone(),
+                detail: err.to_string(),
+            })?;
+        self.cache().put_settings(key, stamp, settings.clone());
+        Ok(settings)
     }
 
     /// Saves the conversation's settings atomically (a temp file renamed into place).
@@ -373,78 +449,209 @@ impl SessionStore {
         let mut temp = tempfile::NamedTempFile::new_in(&self.dir).map_err(|e| io("create", e))?;
         serde_json::to_writer_pretty(&mut temp, settings)?;
         temp.as_file().sync_data().map_err(|e| io("sync", e))?;
+        // The renamed file keeps its inode and modification time.
+        let stamp = Stamp::of(&temp.as_file().metadata().map_err(|e| io("read", e))?);
         temp.persist(&path).map_err(|e| io("rename", e.error))?;
+        self.cache().put_settings(key, stamp, settings.clone());
         Ok(())
     }
 
     /// Appends a compaction record: from now on the model gets `summary` instead of the first
-    /// `through` entries.
+    /// `through` entries. On disk when it returns.
     pub fn append_compaction(
         &self,
         key: &SessionKey,
         compaction: &Compaction,
     ) -> Result<(), SessionError> {
-        let path = self.path(key);
-        let io = |action, source| SessionError::Io {
-            action,
-            path: path.clone(),
-            source,
-        };
         let mut line = serde_json::to_vec(compaction)?;
         line.push(b'\n');
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|e| io("open", e))?;
-        if ends_without_newline(&path) {
-            file.write_all(b"\n").map_err(|e| io("write", e))?;
-        }
-        file.write_all(&line).map_err(|e| io("write", e))?;
-        file.sync_data().map_err(|e| io("sync", e))
+        let written = self.write_lines(key, &line, false)?;
+        self.sync_written(key, written)
     }
 
-    /// Appends entries, writing the metadata line first for a new transcript. Each call ends
-    /// with the data on disk, so what a run did survives a crash right after.
+    /// Appends entries, writing the metadata line first for a new transcript. On disk when it
+    /// returns, with every earlier unsynced append, so what a run did survives a crash right
+    /// after.
     pub fn append(&self, key: &SessionKey, entries: &[SessionEntry]) -> Result<(), SessionError> {
-        let path = self.path(key);
-        let io = |action, source| SessionError::Io {
-            action,
-            path: path.clone(),
-            source,
-        };
-        std::fs::create_dir_all(&self.dir).map_err(|e| io("create", e))?;
-        let mut buf = Vec::new();
-        // A file that exists but is empty (a crash right after creation) needs the header too.
-        let is_new = std::fs::metadata(&path)
-            .map(|m| m.len() == 0)
-            .unwrap_or(true);
-        if is_new {
-            let meta = SessionMetadata {
-                kind: "metadata".to_owned(),
-                key: key.clone(),
-                created_at: jiff::Timestamp::now().to_string(),
-                version: 1,
-            };
-            serde_json::to_writer(&mut buf, &meta)?;
-            buf.push(b'\n');
+        let written = self.write_lines(key, &self.lines(entries)?, true)?;
+        self.sync_written(key, written)
+    }
+
+    /// [`SessionStore::append`] without waiting for the disk: written when it returns, so a
+    /// crash of the process loses nothing, and durable with the next synced append to the
+    /// session or [`SessionStore::sync`]; a power cut before then may lose it (and, the
+    /// lines being whole or skipped, nothing else).
+    pub fn append_unsynced(
+        &self,
+        key: &SessionKey,
+        entries: &[SessionEntry],
+    ) -> Result<(), SessionError> {
+        let (file, stamp) = self.write_lines(key, &self.lines(entries)?, true)?;
+        let earlier = self
+            .unsynced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), (file, stamp));
+        match earlier {
+            // The transcript was reset since: the archived one must not stay behind.
+            Some((earlier, was)) if !was.same_file(&stamp) => earlier
+                .sync_data()
+                .map_err(|source| self.sync_error(key, source)),
+            Some(_) | None => Ok(()),
         }
+    }
+
+    /// Makes what [`SessionStore::append_unsynced`] wrote to `key`'s transcript durable; with
+    /// nothing unsynced, does nothing.
+    pub fn sync(&self, key: &SessionKey) -> Result<(), SessionError> {
+        let unsynced = self
+            .unsynced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+        match unsynced {
+            Some((file, _)) => file
+                .sync_data()
+                .map_err(|source| self.sync_error(key, source)),
+            None => Ok(()),
+        }
+    }
+
+    fn sync_error(&self, key: &SessionKey, source: std::io::Error) -> SessionError {
+        SessionError::Io {
+            action: "sync",
+            path: self.path(key),
+            source,
+        }
+    }
+
+    /// Syncs the file just written, which covers what was written to it unsynced before, and
+    /// an unsynced earlier file of the session (reset since) too.
+    fn sync_written(
+        &self,
+        key: &SessionKey,
+        (file, stamp): (File, Stamp),
+    ) -> Result<(), SessionError> {
+        file.sync_data()
+            .map_err(|source| self.sync_error(key, source))?;
+        let earlier = self
+            .unsynced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+        match earlier {
+            Some((earlier, was)) if !was.same_file(&stamp) => earlier
+                .sync_data()
+                .map_err(|source| self.sync_error(key, source)),
+            Some(_) | None => Ok(()),
+        }
+    }
+
+    /// The entries as the transcript's lines.
+    fn lines(&self, entries: &[SessionEntry]) -> Result<Vec<u8>, SessionError> {
+        let mut buf = Vec::new();
         for entry in entries {
             serde_json::to_writer(&mut buf, &self.for_storage(entry)?)?;
             buf.push(b'\n');
         }
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| io("open", e))?;
-        // A previous crash may have torn the last line; start on a fresh line so this record
-        // stays readable.
-        if !is_new && ends_without_newline(&path) {
-            file.write_all(b"\n").map_err(|e| io("write", e))?;
+        Ok(buf)
+    }
+
+    /// Writes `lines` (whole lines) at the end of `key`'s transcript, not synced, and keeps
+    /// the cached copy in step. With `create`, a missing transcript is created, and an empty
+    /// one (new, or left so by a crash right after creation) gets the metadata line first.
+    /// Returns the file written and its stamp before the write.
+    fn write_lines(
+        &self,
+        key: &SessionKey,
+        lines: &[u8],
+        create: bool,
+    ) -> Result<(File, Stamp), SessionError> {
+        let path = self.path(key);
+        let io = |action, source| SessionError::Io {
+            action,
+            path: path.clone(),
+            source,
+        };
+        let open = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(create)
+                .open(&path)
+        };
+        let mut file = match open() {
+            Ok(file) => file,
+            Err(err) if create && err.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&self.dir).map_err(|e| io("create", e))?;
+                open().map_err(|e| io("open", e))?
+            }
+            Err(source) => return Err(io("open", source)),
+        };
+        let before = Stamp::of(&file.metadata().map_err(|e| io("read", e))?);
+        let mut buf = Vec::with_capacity(lines.len() + 128);
+        if before.len == 0 {
+            if create {
+                let meta = SessionMetadata {
+                    kind: "metadata".to_owned(),
+                    key: key.clone(),
+                    created_at: jiff::Timestamp::now().to_string(),
+                    version: 1,
+                };
+                serde_json::to_writer(&mut buf, &meta)?;
+                buf.push(b'\n');
+            }
+        } else {
+            let known = self.cache().ends_with_newline(key, &before);
+            let ends_with_newline = match known {
+                Some(known) => known,
+                None => {
+                    use std::os::unix::fs::FileExt as _;
+                    let mut last = [0u8; 1];
+                    file.read_exact_at(&mut last, before.len - 1)
+                        .map_err(|e| io("read", e))?;
+                    last[0] == b'\n'
+                }
+            };
+            // A previous crash may have torn the last line; start on a fresh line so this
+            // record stays readable.
+            if !ends_with_newline {
+                buf.push(b'\n');
+            }
         }
+        buf.extend_from_slice(lines);
         file.write_all(&buf).map_err(|e| io("write", e))?;
-        file.sync_data().map_err(|e| io("sync", e))?;
-        Ok(())
+        let after = file.metadata().map(|meta| Stamp::of(&meta));
+        match after {
+            Ok(after) if after.follows(&before, buf.len()) => {
+                // Parsed as a load would parse the file: a new one whole, else what was added.
+                let appended =
+                    parse_transcript(&path, if before.len == 0 { &buf[..] } else { lines });
+                if before.len == 0 {
+                    let session = Session {
+                        key: key.clone(),
+                        metadata: appended.metadata,
+                        entries: appended.entries,
+                        compaction: appended.compaction,
+                        dir: self.dir.clone(),
+                    };
+                    self.cache().put_transcript(
+                        key,
+                        CachedTranscript {
+                            stamp: after,
+                            session: Arc::new(session),
+                            ends_with_newline: true,
+                        },
+                    );
+                } else {
+                    self.cache()
+                        .extend_transcript(key, &before, after, appended);
+                }
+            }
+            // Something else wrote to it meanwhile: read it again next time.
+            Ok(_) | Err(_) => self.cache().forget_transcript(key),
+        }
+        Ok((file, before))
     }
 
     /// The entry as written: long tool results shortened, image bytes moved to files under
@@ -578,7 +785,7 @@ impl SessionStore {
             out.push(SessionSummary {
                 key,
                 messages: session.entries.len(),
-                created_at: session.metadata.map(|m| m.created_at),
+                created_at: session.metadata.as_ref().map(|m| m.created_at.clone()),
                 updated_at: session.entries.last().map(|e| e.timestamp.clone()),
                 title,
             });
@@ -590,6 +797,9 @@ impl SessionStore {
     /// Moves the transcript to `archive/<key>.<timestamp>.jsonl` so the next turn starts
     /// fresh and nothing is lost. Returns where it went, or `None` if there was none.
     pub fn reset(&self, key: &SessionKey) -> Result<Option<PathBuf>, SessionError> {
+        // What was written unsynced goes to the archive durably.
+        self.sync(key)?;
+        self.cache().forget_transcript(key);
         let path = self.path(key);
         if !path.exists() {
             return Ok(None);
@@ -654,13 +864,4 @@ pub(crate) fn parse_transcript(path: &Path, bytes: &[u8]) -> ParsedTranscript {
         entries,
         compaction,
     }
-}
-
-fn ends_without_newline(path: &Path) -> bool {
-    use std::io::{Read as _, Seek as _, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return false;
-    };
-    let mut last = [0u8; 1];
-    file.seek(SeekFrom::End(-1)).is_ok() && file.read_exact(&mut last).is_ok() && last[0] != b'\n'
 }

@@ -329,3 +329,214 @@ fn the_title_is_the_first_line_of_the_first_question() {
         ]
     );
 }
+
+fn user(text: &str) -> SessionEntry {
+    SessionEntry::now(LlmMessage::user(text))
+}
+
+/// What a store that never saw the session reads from the file.
+fn fresh(dir: &std::path::Path) -> nanocrab_sessions::Session {
+    SessionStore::new(dir)
+        .load(&key())
+        .unwrap()
+        .as_ref()
+        .clone()
+}
+
+fn append_raw(store: &SessionStore, bytes: &[u8]) {
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(store.path(&key()))
+        .unwrap();
+    std::io::Write::write_all(&mut file, bytes).unwrap();
+}
+
+#[test]
+fn what_others_write_to_a_transcript_is_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &[LlmMessage::user("one")]);
+    assert_eq!(store.load(&key()).unwrap().entries.len(), 1);
+
+    // Another process, or another store of this one, appends.
+    SessionStore::new(dir.path())
+        .append(&key(), &[user("two")])
+        .unwrap();
+    assert_eq!(
+        store.load(&key()).unwrap().messages(),
+        vec![LlmMessage::user("one"), LlmMessage::user("two")]
+    );
+
+    // The user edits the file by hand: the last line goes.
+    let text = std::fs::read_to_string(store.path(&key())).unwrap();
+    let kept: Vec<&str> = text.lines().take(2).collect();
+    std::fs::write(store.path(&key()), format!("{}\n", kept.join("\n"))).unwrap();
+    assert_eq!(
+        store.load(&key()).unwrap().messages(),
+        vec![LlmMessage::user("one")]
+    );
+    assert_eq!(*store.load(&key()).unwrap(), fresh(dir.path()));
+}
+
+#[test]
+fn an_edit_of_the_same_size_is_noticed_by_its_modification_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &[LlmMessage::user("one")]);
+    let path = store.path(&key());
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("\"one\"", "\"two\"")).unwrap();
+    // An edit within the clock's granularity would keep the time; this one is a second later.
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(modified + std::time::Duration::from_secs(1))
+        .unwrap();
+    assert_eq!(
+        store.load(&key()).unwrap().messages(),
+        vec![LlmMessage::user("two")]
+    );
+}
+
+#[test]
+fn a_reset_made_elsewhere_empties_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &[LlmMessage::user("one")]);
+    assert_eq!(store.load(&key()).unwrap().entries.len(), 1);
+
+    // `nanocrab sessions reset` in another process.
+    SessionStore::new(dir.path())
+        .reset(&key())
+        .unwrap()
+        .unwrap();
+    assert_eq!(store.load(&key()).unwrap().entries, vec![]);
+
+    store.append(&key(), &[user("again")]).unwrap();
+    let session = store.load(&key()).unwrap();
+    assert_eq!(session.messages(), vec![LlmMessage::user("again")]);
+    assert_eq!(*session, fresh(dir.path()));
+    assert!(session.metadata.is_some());
+}
+
+#[test]
+fn an_append_after_someone_elses_keeps_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &[LlmMessage::user("one")]);
+    assert_eq!(store.load(&key()).unwrap().entries.len(), 1);
+
+    let other = serde_json::to_string(&user("from elsewhere")).unwrap();
+    append_raw(&store, format!("{other}\n").as_bytes());
+    store.append(&key(), &[user("three")]).unwrap();
+    assert_eq!(
+        store.load(&key()).unwrap().messages(),
+        vec![
+            LlmMessage::user("one"),
+            LlmMessage::user("from elsewhere"),
+            LlmMessage::user("three")
+        ]
+    );
+    assert_eq!(*store.load(&key()).unwrap(), fresh(dir.path()));
+}
+
+/// What the store keeps of its own appends (a torn line before them, a compaction, an
+/// unsynced append, a shortened result) is what reading the file gives.
+#[test]
+fn what_the_store_keeps_of_its_appends_is_what_the_file_reads_as() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SessionStore::new(dir.path());
+    store.append(&key(), &[user("one")]).unwrap();
+    assert_eq!(*store.load(&key()).unwrap(), fresh(dir.path()));
+
+    append_raw(&store, br#"{"role":"assistant","content":[{"type":"te"#);
+    assert_eq!(*store.load(&key()).unwrap(), fresh(dir.path()));
+    store
+        .append(&key(), &[SessionEntry::now(tool_call("c1"))])
+        .unwrap();
+    store
+        .append_unsynced(
+            &key(),
+            &[SessionEntry::now(LlmMessage {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult(ToolResult::ok(
+                    "c1",
+                    "x".repeat(20_000),
+                ))],
+            })],
+        )
+        .unwrap();
+    // Written, if not yet synced: another reader sees it.
+    assert_eq!(fresh(dir.path()).entries.len(), 3);
+    assert_eq!(*store.load(&key()).unwrap(), fresh(dir.path()));
+    store
+        .append_compaction(
+            &key(),
+            &nanocrab_sessions::Compaction::new(2, "summary".to_owned()),
+        )
+        .unwrap();
+    store.sync(&key()).unwrap();
+    store
+        .append(
+            &key(),
+            &[SessionEntry {
+                model: Some("mock/echo".to_owned()),
+                ..SessionEntry::now(LlmMessage::assistant("done"))
+            }],
+        )
+        .unwrap();
+    let session = store.load(&key()).unwrap();
+    assert_eq!(*session, fresh(dir.path()));
+    assert_eq!(session.entries.len(), 4);
+    assert_eq!(session.compaction.as_ref().unwrap().through, 2);
+}
+
+#[test]
+fn a_reset_archives_what_was_written_unsynced() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &[LlmMessage::user("one")]);
+    store.append_unsynced(&key(), &[user("two")]).unwrap();
+    let archived = store.reset(&key()).unwrap().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(archived).unwrap().lines().count(),
+        3
+    );
+    store.append_unsynced(&key(), &[user("three")]).unwrap();
+    store.sync(&key()).unwrap();
+    // Nothing left to sync.
+    store.sync(&key()).unwrap();
+    assert_eq!(
+        store.load(&key()).unwrap().messages(),
+        vec![LlmMessage::user("three")]
+    );
+}
+
+#[test]
+fn settings_changed_elsewhere_are_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SessionStore::new(dir.path());
+    assert_eq!(store.settings(&key()).unwrap().rag_mode, None);
+    let mut settings = store.settings(&key()).unwrap();
+    settings.rag_mode = Some(true);
+    store.save_settings(&key(), &settings).unwrap();
+    assert_eq!(store.settings(&key()).unwrap().rag_mode, Some(true));
+
+    let other = SessionStore::new(dir.path());
+    settings.rag_mode = Some(false);
+    other.save_settings(&key(), &settings).unwrap();
+    assert_eq!(store.settings(&key()).unwrap().rag_mode, Some(false));
+
+    let path = dir.path().join("cli:default.settings.json");
+    std::fs::write(&path, r#"{"title": "By hand"}"#).unwrap();
+    let by_hand = store.settings(&key()).unwrap();
+    assert_eq!(
+        (by_hand.rag_mode, by_hand.title.as_deref()),
+        (None, Some("By hand"))
+    );
+
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(
+        store.settings(&key()).unwrap(),
+        nanocrab_sessions::SessionSettings::default()
+    );
+    std::fs::write(&path, "{").unwrap();
+    assert!(store.settings(&key()).is_err());
+}

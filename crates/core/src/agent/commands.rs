@@ -32,7 +32,8 @@ impl Agent {
     ) -> Result<String, AgentError> {
         let mut note = String::new();
         if self.consolidator.is_some() {
-            let entries = self.store.load(key)?.entries;
+            let session = self.store.load(key)?;
+            let entries = &session.entries;
             let done = self.store.settings(key)?.consolidated_entries;
             if done < entries.len() {
                 let rest = &entries[done..];

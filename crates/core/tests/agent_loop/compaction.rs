@@ -80,7 +80,7 @@ async fn old_turns_are_summarised_to_fit_the_window_but_stay_in_the_transcript()
     let session = setup.agent.store().load(&setup.key).unwrap();
     assert_eq!(session.entries.len(), 8);
     assert_eq!(session.entries[0].message(), LlmMessage::user(first));
-    assert_eq!(session.compaction.unwrap().through, 4);
+    assert_eq!(session.compaction.as_ref().unwrap().through, 4);
 }
 
 #[tokio::test]
