@@ -6,6 +6,7 @@ mod embedding;
 mod index;
 mod index_setup;
 mod memory_files;
+#[cfg(feature = "documents")]
 mod pdf;
 mod provenance;
 mod ranking;

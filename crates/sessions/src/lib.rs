@@ -5,6 +5,8 @@ mod history;
 mod session_store;
 mod tokens;
 mod usage;
+#[cfg(feature = "tiktoken")]
+mod vocabularies;
 
 pub use history::CountedHistory;
 pub use session_store::{
