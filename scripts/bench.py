@@ -44,6 +44,12 @@ hand in a fresh model store, so nothing is downloaded here): N runs of the local
 prompt and decode speed per question), then N runs of `nanocrab agent -m "What is the capital
 of France?"` with no provider configured (a whole process: start, load, answer), wall time and
 peak RSS.
+
+    python3 scripts/bench.py --size
+
+Instead: the release binary's size (fat LTO, stripped) built with every feature, with none
+(`--no-default-features`: CLI, providers, tools, Telegram), and with each feature alone over
+none, and what each feature costs; six release builds, most of an hour on 2 cores.
 """
 import argparse
 import json
@@ -147,9 +153,15 @@ def main():
                              "(tool_call bench) and of a WASM tool (wasm_call bench)")
     parser.add_argument("--sandbox", action="store_true",
                         help="only the exec sandbox's start with and without read-only paths")
+    parser.add_argument("--size", action="store_true",
+                        help="only the release binary's size with every feature, with none and "
+                             "with each alone")
     args, bench_args = parser.parse_known_args()
     if bench_args and not args.gateway:
         parser.error(f"unrecognized arguments: {' '.join(bench_args)}")
+    if args.size:
+        binary_sizes()
+        return
     if args.local:
         local_chat_model(args.runs)
         return
@@ -230,6 +242,29 @@ def main():
             mock.wait()
         usage_over_many_transcripts(nanocrab, tmp)
         memory_search_over_a_year_of_notes(nanocrab, tmp, args.models)
+
+
+def binary_sizes():
+    """The release binary (fat LTO, stripped) with every feature, with none, and with each
+    feature alone over none: what each one costs. The default build comes last, so that
+    target/release/nanocrab is the one that ships when this ends."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    nanocrab = target / "release/nanocrab"
+    features = ["documents", "local-models", "tiktoken", "wasm"]
+    variants = [("--no-default-features", ["--no-default-features"])]
+    variants += [(f"--no-default-features --features {feature}",
+                  ["--no-default-features", "--features", feature]) for feature in features]
+    variants += [("default (every feature)", [])]
+    sizes = {}
+    for label, flags in variants:
+        subprocess.run(["cargo", "build", "--release", "--quiet", "--locked", "-p", "nanocrab",
+                        "--bin", "nanocrab", *flags], cwd=ROOT, check=True)
+        sizes[label] = nanocrab.stat().st_size
+        print(f"{label:50} {sizes[label] / 1e6:6.2f} MB", flush=True)
+    minimal = sizes["--no-default-features"]
+    for feature in features:
+        cost = sizes[f"--no-default-features --features {feature}"] - minimal
+        print(f"feature {feature:42} {cost / 1e6:+6.2f} MB")
 
 
 def sandbox_read_only_paths(runs):

@@ -5,24 +5,35 @@
 use std::path::Path;
 
 /// Tags whose content is never text a reader sees.
+#[cfg(feature = "documents")]
 const SKIPPED_TAGS: [&str; 5] = ["script", "style", "noscript", "template", "svg"];
 
-/// A document with no text to give. Only PDFs fail: any other file is read as text.
+/// A document with no text to give. Only PDFs fail (and HTML in a build without the
+/// `documents` feature): any other file is read as text.
 #[derive(Debug, thiserror::Error)]
 pub enum DocumentError {
     #[error("the PDF is locked with a password")]
     PdfEncrypted,
+    #[cfg(feature = "documents")]
     #[error("the PDF cannot be read: {source}")]
     PdfDamaged { source: lopdf::Error },
     #[error("the PDF has no text, only images (a scan?)")]
     PdfWithoutText,
+    /// Rather than index markup or PDF bytes as if they were text.
+    #[error(
+        "this nanocrab was built without reading {kind} (cargo feature `documents`); build it with `cargo build --release -p nanocrab --features documents`"
+    )]
+    NotBuilt { kind: &'static str },
 }
 
 pub fn document_text(path: &Path, bytes: &[u8]) -> Result<String, DocumentError> {
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let is = |ending: &str| extension.eq_ignore_ascii_case(ending);
     if is("pdf") {
+        #[cfg(feature = "documents")]
         return crate::pdf::pdf_text(bytes);
+        #[cfg(not(feature = "documents"))]
+        return Err(DocumentError::NotBuilt { kind: "PDF" });
     }
     let text = String::from_utf8_lossy(bytes);
     if extension == "jsonl" {
@@ -31,13 +42,18 @@ pub fn document_text(path: &Path, bytes: &[u8]) -> Result<String, DocumentError>
     if !(is("html") || is("htm")) {
         return Ok(text.into_owned());
     }
-    let converter = htmd::HtmlToMarkdown::builder()
-        .skip_tags(SKIPPED_TAGS.to_vec())
-        .build();
-    // A page htmd cannot read is still searchable by its raw text.
-    Ok(converter
-        .convert(&text)
-        .unwrap_or_else(|_| text.into_owned()))
+    #[cfg(feature = "documents")]
+    {
+        let converter = htmd::HtmlToMarkdown::builder()
+            .skip_tags(SKIPPED_TAGS.to_vec())
+            .build();
+        // A page htmd cannot read is still searchable by its raw text.
+        Ok(converter
+            .convert(&text)
+            .unwrap_or_else(|_| text.into_owned()))
+    }
+    #[cfg(not(feature = "documents"))]
+    Err(DocumentError::NotBuilt { kind: "HTML" })
 }
 
 /// A session transcript as text: for each line of the file one line, what the user or the
@@ -103,6 +119,16 @@ mod tests {
         assert_eq!(
             document_text(Path::new("sessions/cli:default.jsonl"), jsonl.as_bytes()).unwrap(),
             "\nuser: book the dentist\n\nassistant: Booked."
+        );
+    }
+
+    /// What a build without the `documents` feature says of a PDF or HTML file (that build's
+    /// own tests would need a second build of the workspace, so the message is checked here).
+    #[test]
+    fn a_build_without_document_reading_names_the_feature() {
+        assert_eq!(
+            DocumentError::NotBuilt { kind: "PDF" }.to_string(),
+            "this nanocrab was built without reading PDF (cargo feature `documents`); build it with `cargo build --release -p nanocrab --features documents`"
         );
     }
 

@@ -60,6 +60,9 @@ impl EmbeddingSetup {
                 Self::KeywordOnly("memory.embeddings.provider is \"off\"".to_owned())
             }
             EmbeddingBackend::Local => {
+                if let Err(err) = nanocrab_models::runtime_built() {
+                    return Self::KeywordOnly(err.to_string());
+                }
                 let name = embeddings
                     .model
                     .clone()

@@ -10,6 +10,7 @@ mod memory_files;
 mod memory_get;
 mod memory_search;
 mod memory_tools;
+#[cfg(feature = "documents")]
 mod pdf;
 mod ranking;
 

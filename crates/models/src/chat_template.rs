@@ -5,7 +5,7 @@
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, Error, ErrorKind, Value, context};
 
-use crate::chat_model::{ChatRole, ChatTurn};
+use crate::chat_request::{ChatRole, ChatTurn};
 
 const NAME: &str = "chat";
 

@@ -63,6 +63,11 @@ pub enum ModelError {
     Files { path: PathBuf, detail: String },
     #[error("model {name}: {detail}")]
     Run { name: String, detail: String },
+    /// This binary was built without the runtime of local models.
+    #[error(
+        "this nanocrab was built without local models (cargo feature `local-models`); build it with `cargo build --release -p nanocrab --features local-models`, or use a remote provider"
+    )]
+    NotBuilt,
     #[error(
         "the prompt takes {prompt_tokens} tokens and up to {max_tokens} more were asked for, but the model attends to {context_tokens} tokens"
     )]
@@ -89,6 +94,7 @@ impl ModelError {
             | Self::Unavailable { .. }
             | Self::Files { .. }
             | Self::Run { .. }
+            | Self::NotBuilt
             | Self::ContextOverflow { .. } => false,
         }
     }

@@ -79,7 +79,10 @@ impl LocalModels {
 
     /// What the agent should know about `local/<name>`: no tools unless its catalogue entry
     /// offers them, its own window, and the short prompt a small model can follow.
+    /// In a build without the runtime this is where asking for a local model fails, with the
+    /// missing feature's name.
     pub fn profile(&self, name: &str) -> Result<ModelProfile, ProviderError> {
+        nanocrab_models::runtime_built().map_err(|source| local(name, source))?;
         let spec = self
             .shared
             .catalogue

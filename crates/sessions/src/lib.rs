@@ -6,6 +6,8 @@ mod session_cache;
 mod session_store;
 mod tokens;
 mod usage;
+#[cfg(feature = "tiktoken")]
+mod vocabularies;
 
 pub use history::CountedHistory;
 pub use session_store::{

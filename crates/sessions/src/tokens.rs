@@ -1,6 +1,6 @@
 //! Token counts for sizing what is sent against the context window: exact for OpenAI-family
-//! models, whose vocabularies are public and ship in `tiktoken-rs` (cargo feature `tiktoken`),
-//! an estimate of about four characters a token for every other model.
+//! models, whose vocabularies are public and ship packed in this crate (cargo feature
+//! `tiktoken`), an estimate of about four characters a token for every other model.
 
 use nanocrab_schema::{ContentBlock, LlmMessage};
 
@@ -87,15 +87,15 @@ impl Encoding {
         use std::sync::LazyLock;
         use tiktoken_rs::CoreBPE;
 
-        // Apart, so that a process only ever parses the one its model uses. A vocabulary that
-        // cannot be parsed (a broken build) leaves the estimate in charge, not a panic.
+        // Apart, so that a process only ever unpacks the one its model uses. A vocabulary that
+        // cannot be unpacked (a broken build) leaves the estimate in charge, not a panic.
         static O200K: LazyLock<Option<CoreBPE>> = LazyLock::new(|| {
-            tiktoken_rs::o200k_base()
+            crate::vocabularies::load(Encoding::O200kBase)
                 .inspect_err(|err| tracing::warn!("o200k_base: {err}; estimating tokens"))
                 .ok()
         });
         static CL100K: LazyLock<Option<CoreBPE>> = LazyLock::new(|| {
-            tiktoken_rs::cl100k_base()
+            crate::vocabularies::load(Encoding::Cl100kBase)
                 .inspect_err(|err| tracing::warn!("cl100k_base: {err}; estimating tokens"))
                 .ok()
         });

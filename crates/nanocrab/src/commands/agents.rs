@@ -161,6 +161,13 @@ pub fn build(
     // or change; `secret:NAME` grants name environment variables. The WASM engine, its ticker
     // thread and its HTTP client are made only once the folder exists, so a turn without
     // custom tools pays for none of them.
+    #[cfg(not(feature = "wasm"))]
+    if workspace.join("tools").is_dir() {
+        tracing::warn!(
+            "the WASM tools in {} are off: this nanocrab was built without them (cargo feature `wasm`)",
+            workspace.join("tools").display()
+        );
+    }
     #[cfg(feature = "wasm")]
     let agent = {
         let guard = Arc::new(
