@@ -13,4 +13,4 @@ pub use agent::{Agent, AgentError, AgentSettings, HELP_TEXT, ToolRefresh, TurnOu
 pub use consolidation::{Consolidation, ConsolidationError, ConsolidationReport};
 pub use context::{ChannelInfo, ContextBuilder, PromptMode, RuntimeInfo};
 pub use housekeeping::HousekeepingError;
-pub use retrieval::{MemoryRetrieval, RetrievalError, RetrievedPassage, Retriever};
+pub use retrieval::{IndexRetriever, MemoryRetrieval, RetrievalError, RetrievedPassage, Retriever};

@@ -87,7 +87,7 @@ pub struct Outgoing {
 }
 
 /// What becomes of a message once it is sent, kept or given up.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Settle {
     /// Journal entries the message finishes, marked done then: an answer is sent (or kept
     /// for redelivery) before the messages it answers are forgotten.

@@ -17,12 +17,14 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fmt;
 use std::fs::File;
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use nanocrab_schema::InboundMessage;
 use serde::{Deserialize, Serialize};
+
+use crate::jsonl_file::JsonlFile;
 
 /// A journaled message's number, unique in its journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -120,7 +122,7 @@ pub struct Journal {
 
 #[derive(Debug)]
 struct State {
-    file: File,
+    file: JsonlFile,
     next_id: u64,
     /// Messages journaled and not done, by id, i.e. in arrival order.
     undone: BTreeMap<EntryId, InboundMessage>,
@@ -130,8 +132,6 @@ struct State {
     known: HashSet<MessageKey>,
     /// Records in the file, to know when a rewrite pays.
     records: usize,
-    /// A write failed part-way; the next record starts on a fresh line.
-    torn: bool,
 }
 
 impl Journal {
@@ -203,7 +203,6 @@ impl Journal {
             finished,
             known,
             records,
-            torn: false,
         };
         Ok((
             Self {
@@ -291,7 +290,6 @@ impl Journal {
                 Ok((file, records)) => {
                     state.file = file;
                     state.records = records;
-                    state.torn = false;
                 }
                 Err(err) => tracing::warn!("the gateway journal stays as it is: {err}"),
             }
@@ -299,28 +297,22 @@ impl Journal {
         Ok(())
     }
 
-    /// Appends whole `lines`, starting on a fresh line after a torn write.
     fn write(&self, state: &mut State, lines: &[u8], sync: bool) -> Result<(), JournalError> {
-        let written = if state.torn {
-            state.file.write_all(b"\n")
-        } else {
-            Ok(())
-        }
-        .and_then(|()| state.file.write_all(lines))
-        .and_then(|()| if sync { state.file.sync_data() } else { Ok(()) });
-        state.torn = written.is_err();
-        written.map_err(|source| JournalError::Io {
-            action: "write",
-            path: self.path.clone(),
-            source,
-        })
+        state
+            .file
+            .append(lines, sync)
+            .map_err(|source| JournalError::Io {
+                action: "write",
+                path: self.path.clone(),
+                source,
+            })
     }
 
     /// Syncs the `done` records written since the last sync, which [`Self::done`] leaves to
     /// the next message's sync (or this one at shutdown).
     pub fn sync(&self) -> Result<(), JournalError> {
         let state = self.lock();
-        state.file.sync_data().map_err(|source| JournalError::Io {
+        state.file.sync().map_err(|source| JournalError::Io {
             action: "sync",
             path: self.path.clone(),
             source,
@@ -340,42 +332,35 @@ fn rewrite(
     path: &Path,
     undone: &BTreeMap<EntryId, InboundMessage>,
     finished: &VecDeque<MessageKey>,
-) -> Result<(File, usize), JournalError> {
-    let io = |action, source| JournalError::Io {
-        action,
-        path: path.to_owned(),
-        source,
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io("rewrite", e))?;
-    let mut buf = Vec::new();
+) -> Result<(JsonlFile, usize), JournalError> {
+    let mut lines = Vec::new();
     for key in finished {
-        serde_json::to_writer(&mut buf, &Record::Seen { key: key.clone() })?;
-        buf.push(b'\n');
+        serde_json::to_writer(&mut lines, &Record::Seen { key: key.clone() })?;
+        lines.push(b'\n');
     }
     for (id, message) in undone {
         serde_json::to_writer(
-            &mut buf,
+            &mut lines,
             &Record::Message {
                 id: *id,
                 message: Box::new(message.clone()),
             },
         )?;
-        buf.push(b'\n');
+        lines.push(b'\n');
     }
-    temp.write_all(&buf).map_err(|e| io("rewrite", e))?;
-    temp.as_file().sync_data().map_err(|e| io("sync", e))?;
-    temp.persist(path).map_err(|e| io("replace", e.error))?;
-    let file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(path)
-        .map_err(|e| io("open", e))?;
+    let file = JsonlFile::replace(path, &lines).map_err(|(action, source)| JournalError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    })?;
     Ok((file, finished.len() + undone.len()))
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::io::Write as _;
 
     use super::*;
     use pretty_assertions::assert_eq;

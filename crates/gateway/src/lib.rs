@@ -25,6 +25,7 @@ mod gateway;
 mod gateway_agent;
 mod intake;
 mod journal;
+mod jsonl_file;
 mod openai_api;
 mod openai_wire;
 mod outbox;

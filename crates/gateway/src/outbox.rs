@@ -14,12 +14,14 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use nanocrab_schema::OutboundMessage;
 use serde::{Deserialize, Serialize};
+
+use crate::jsonl_file::JsonlFile;
 
 /// How long an unsent answer is kept.
 pub const KEEP_FOR_SECS: i64 = 24 * 60 * 60;
@@ -70,12 +72,10 @@ pub struct Outbox {
 
 #[derive(Debug)]
 struct State {
-    file: File,
+    file: JsonlFile,
     next_id: u64,
     /// Kept and not sent, by id, with when each was kept.
     unsent: BTreeMap<KeptId, (i64, OutboundMessage)>,
-    /// A write failed part-way; the next record starts on a fresh line.
-    torn: bool,
 }
 
 impl Outbox {
@@ -141,7 +141,6 @@ impl Outbox {
                     file,
                     next_id,
                     unsent,
-                    torn: false,
                 }),
             },
             kept,
@@ -182,22 +181,16 @@ impl Outbox {
     }
 
     fn append(&self, state: &mut State, record: &Record) -> Result<(), OutboxError> {
-        let mut line = Vec::with_capacity(256);
-        if state.torn {
-            line.push(b'\n');
-        }
-        serde_json::to_writer(&mut line, record)?;
+        let mut line = serde_json::to_vec(record)?;
         line.push(b'\n');
-        let written = state
+        state
             .file
-            .write_all(&line)
-            .and_then(|()| state.file.sync_data());
-        state.torn = written.is_err();
-        written.map_err(|source| OutboxError::Io {
-            action: "write",
-            path: self.path.clone(),
-            source,
-        })
+            .append(&line, true)
+            .map_err(|source| OutboxError::Io {
+                action: "write",
+                path: self.path.clone(),
+                source,
+            })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -210,34 +203,28 @@ impl Outbox {
 fn rewrite(
     path: &Path,
     unsent: &BTreeMap<KeptId, (i64, OutboundMessage)>,
-) -> Result<File, OutboxError> {
-    let io = |action, source| OutboxError::Io {
-        action,
-        path: path.to_owned(),
-        source,
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| io("create the directory of", e))?;
-    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io("rewrite", e))?;
+) -> Result<JsonlFile, OutboxError> {
+    let mut lines = Vec::new();
     for (id, (at, message)) in unsent {
         let record = Record::Kept {
             id: *id,
             at: *at,
             message: Box::new(message.clone()),
         };
-        serde_json::to_writer(&mut temp, &record)?;
-        temp.write_all(b"\n").map_err(|e| io("rewrite", e))?;
+        serde_json::to_writer(&mut lines, &record)?;
+        lines.push(b'\n');
     }
-    temp.as_file().sync_data().map_err(|e| io("rewrite", e))?;
-    temp.persist(path).map_err(|e| io("replace", e.error))?;
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(path)
-        .map_err(|e| io("open", e))
+    JsonlFile::replace(path, &lines).map_err(|(action, source)| OutboxError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write as _;
+
     use nanocrab_schema::ChatRef;
     use pretty_assertions::assert_eq;
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use nanocrab_core::{
-    Agent, AgentSettings, Consolidation, ConsolidationReport, ContextBuilder, MemoryRetrieval,
-    RetrievalError, RetrievedPassage, Retriever,
+    Agent, AgentSettings, Consolidation, ConsolidationReport, ContextBuilder, IndexRetriever,
+    MemoryRetrieval,
 };
 use nanocrab_policy::{Invocation, Risk};
 use nanocrab_provider::{
@@ -281,44 +281,6 @@ fn overloaded() -> ProviderError {
         hint: "The provider is having trouble: try again later".into(),
         attempts: 4,
         retry_after: None,
-    }
-}
-
-/// The memory index as the binary wires it in for RAG mode.
-struct IndexRetriever {
-    index: nanocrab_memory::IndexSetup,
-    search: nanocrab_memory::SearchOptions,
-}
-
-#[async_trait]
-impl Retriever for IndexRetriever {
-    async fn retrieve(&self, message: &str) -> Result<Vec<RetrievedPassage>, RetrievalError> {
-        let (index, search, message) =
-            (self.index.clone(), self.search.clone(), message.to_owned());
-        // The index's futures hold its SQLite connection, which is not Sync: run on a thread
-        // of its own, as the binary does.
-        let runtime = tokio::runtime::Handle::current();
-        let found = tokio::task::spawn_blocking(move || {
-            runtime.block_on(async {
-                let mut opened = index.open().await?;
-                opened.sync().await?;
-                opened.search(&message, &search).await
-            })
-        })
-        .await
-        .unwrap()
-        .map_err(|err| RetrievalError(Box::new(err)))?;
-        Ok(found
-            .hits
-            .into_iter()
-            .map(|hit| RetrievedPassage {
-                path: hit.path,
-                start_line: hit.start_line,
-                end_line: hit.end_line,
-                snippet: hit.snippet,
-                score: hit.score,
-            })
-            .collect())
     }
 }
 

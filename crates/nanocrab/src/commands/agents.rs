@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use nanocrab_config::Config;
-use nanocrab_core::{Agent, AgentSettings, Consolidation, ContextBuilder, MemoryRetrieval};
+use nanocrab_core::{
+    Agent, AgentSettings, Consolidation, ContextBuilder, IndexRetriever, MemoryRetrieval,
+};
 use nanocrab_memory::SearchOptions;
 use nanocrab_policy::Approver;
 use nanocrab_provider::DEFAULT_LOCAL_MODEL;
@@ -17,7 +19,6 @@ use nanocrab_sessions::SessionStore;
 use nanocrab_tools::{ToolPolicy, grants_from_config};
 
 use super::Env;
-use super::memory_retriever::IndexRetriever;
 
 /// An agent ready to run, and the workspace it works in.
 pub struct BuiltAgent {

@@ -6,7 +6,6 @@ pub mod agents;
 pub mod audit;
 pub mod gateway;
 pub mod memory;
-pub mod memory_retriever;
 pub mod models;
 pub mod onboard;
 pub mod pairing;
