@@ -1,6 +1,8 @@
 //! The agent loop: one user message in, tool calls as needed, one answer out, every step
 //! persisted as it happens and reported as an [`AgentEvent`].
 
+use std::borrow::Cow;
+
 use nanocrab_provider::{ChatRequest, ChatResponse, ModelChain, ProviderDelta, ProviderError};
 use nanocrab_schema::{
     AgentEvent, ContentBlock, Image, LlmMessage, Role, RunId, SessionKey, StopReason, TaskId,
@@ -445,7 +447,7 @@ impl Agent {
         let mut budget = Budget::new(
             counter,
             &system,
-            &tools,
+            tools,
             &self.settings,
             profile.context_window,
             settings.token_ratio,
@@ -473,10 +475,10 @@ impl Agent {
             }
             budget.count_past(history.bound(), budget.history());
             let request = self.request(
-                history.window(budget.history()).to_vec(),
+                history.window(budget.history()),
                 retrieved.as_ref(),
                 &system,
-                &tools,
+                tools,
                 budget.max_tokens,
                 &mut ctx,
             );
@@ -491,6 +493,7 @@ impl Agent {
                 // The provider counted more tokens than the estimate did: compact, once, and
                 // ask again.
                 Err(err) if err.is_context_overflow() && !compacted_for_overflow => {
+                    drop(request);
                     compacted_for_overflow = true;
                     if !self
                         .compact(key, counter, budget.history(), true, on_event)
@@ -513,6 +516,7 @@ impl Agent {
                 &budget,
                 on_event,
             )?;
+            drop(request);
             history.push(assistant.clone());
             let calls: Vec<_> = assistant.tool_calls().cloned().collect();
             if calls.is_empty() {
@@ -557,17 +561,17 @@ impl Agent {
 
     /// What the model is told this turn: the system prompt, and the tools it may call. A
     /// model without tool calling gets no tools, and a prompt that says so.
-    fn prompt_and_tools(
+    fn prompt_and_tools<'r>(
         &self,
-        registry: &ToolRegistry,
+        registry: &'r ToolRegistry,
         rag: bool,
         channel: Option<&ChannelInfo>,
-    ) -> (String, Vec<ToolDef>) {
+    ) -> (String, &'r [ToolDef]) {
         let profile = self.models.primary().profile;
         let (tool_names, tools) = if profile.tools {
             (registry.names(), registry.definitions())
         } else {
-            (Vec::new(), Vec::new())
+            (Vec::new(), &[][..])
         };
         let mut context = self
             .context
@@ -585,17 +589,19 @@ impl Agent {
     /// `retrieved` for this turn attached to its question. Notes `ctx` with the untrusted text
     /// the model has in view, so that a memory note it writes now is marked with where that
     /// came from.
-    fn request(
+    fn request<'a>(
         &self,
-        mut messages: Vec<LlmMessage>,
+        window: &'a [LlmMessage],
         retrieved: Option<&ContentBlock>,
-        system: &str,
-        tools: &[ToolDef],
+        system: &'a str,
+        tools: &'a [ToolDef],
         max_tokens: u32,
         ctx: &mut ToolContext,
-    ) -> ChatRequest {
+    ) -> ChatRequest<'a> {
+        let mut messages = Cow::Borrowed(window);
         if let Some(block) = retrieved
             && let Some(question) = messages
+                .to_mut()
                 .iter_mut()
                 .rev()
                 .find(|m| m.role == Role::User && m.tool_results().next().is_none())
@@ -611,10 +617,10 @@ impl Agent {
         );
         ChatRequest {
             // Each model of the chain puts its own name here.
-            model: String::new(),
-            system: system.to_owned(),
+            model: Cow::Borrowed(""),
+            system: Cow::Borrowed(system),
             messages,
-            tools: tools.to_vec(),
+            tools: Cow::Borrowed(tools),
             max_tokens,
             temperature: self.settings.temperature,
         }
@@ -647,7 +653,7 @@ impl Agent {
     async fn stream_answer(
         &self,
         current: usize,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
         cancel: &CancellationToken,
     ) -> (Option<Result<(usize, ChatResponse), ProviderError>>, String) {

@@ -205,10 +205,10 @@ impl Consolidator {
                 .await;
         }
         let request = ChatRequest {
-            model: String::new(),
-            system: SYSTEM_PROMPT.to_owned(),
-            messages: vec![LlmMessage::user(prompt)],
-            tools: vec![save_memory_tool()],
+            model: "".into(),
+            system: SYSTEM_PROMPT.into(),
+            messages: vec![LlmMessage::user(prompt)].into(),
+            tools: vec![save_memory_tool()].into(),
             max_tokens: cx.settings.max_tokens,
             temperature: cx.settings.temperature,
         };

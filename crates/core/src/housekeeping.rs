@@ -159,10 +159,10 @@ pub(crate) async fn ask_once(
     temperature: Option<f32>,
 ) -> Result<String, ProviderError> {
     let request = ChatRequest {
-        model: String::new(),
-        system: system.to_owned(),
-        messages: vec![LlmMessage::user(question)],
-        tools: Vec::new(),
+        model: "".into(),
+        system: system.into(),
+        messages: vec![LlmMessage::user(question)].into(),
+        tools: Vec::new().into(),
         max_tokens,
         temperature,
     };

@@ -26,7 +26,11 @@ impl WireFormat for Anthropic {
         headers
     }
 
-    fn body(&self, request: &ChatRequest, profile: &ModelProfile) -> Value {
+    fn body(
+        &self,
+        request: &ChatRequest<'_>,
+        profile: &ModelProfile,
+    ) -> serde_json::Result<Vec<u8>> {
         let mut messages: Vec<Value> = request
             .messages
             .iter()
@@ -115,7 +119,7 @@ impl WireFormat for Anthropic {
         if !tools.is_empty() {
             body["tools"] = Value::from(tools);
         }
-        body
+        serde_json::to_vec(&body)
     }
 
     fn new_stream(&self, provider: &str) -> Box<dyn StreamState> {

@@ -39,7 +39,7 @@ impl ModelChain {
     pub async fn chat(
         &self,
         start: usize,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         on_delta: DeltaSink<'_>,
         on_fallback: &mut (dyn FnMut(Fallback) + Send),
     ) -> Result<(usize, ChatResponse), ProviderError> {
@@ -47,11 +47,11 @@ impl ModelChain {
         let mut index = start.min(self.models.len() - 1);
         loop {
             let model = &self.models[index];
-            let request = ChatRequest {
-                model: model.model.clone(),
-                ..request.clone()
-            };
-            let err = match model.provider.chat(&request, on_delta).await {
+            let err = match model
+                .provider
+                .chat(&request.for_model(&model.model), on_delta)
+                .await
+            {
                 Ok(response) => return Ok((index, response)),
                 Err(err) => err,
             };

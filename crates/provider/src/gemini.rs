@@ -74,7 +74,11 @@ impl WireFormat for Gemini {
             .unwrap_or_default()
     }
 
-    fn body(&self, request: &ChatRequest, profile: &ModelProfile) -> Value {
+    fn body(
+        &self,
+        request: &ChatRequest<'_>,
+        profile: &ModelProfile,
+    ) -> serde_json::Result<Vec<u8>> {
         // functionResponse is matched by name, not id: find each call's name.
         let names: HashMap<&str, &str> = request
             .messages
@@ -150,7 +154,7 @@ impl WireFormat for Gemini {
                 .collect();
             body["tools"] = json!([{"functionDeclarations": declarations}]);
         }
-        body
+        serde_json::to_vec(&body)
     }
 
     fn new_stream(&self, provider: &str) -> Box<dyn StreamState> {

@@ -80,8 +80,12 @@ pub(crate) trait WireFormat: Send + Sync + 'static {
     /// Appended to the api base.
     fn path(&self, model: &str) -> String;
     fn auth_headers(&self, api_key: Option<&str>) -> Vec<(&'static str, String)>;
-    /// The request body, for a request already fitted to the model by [`prepare`].
-    fn body(&self, request: &ChatRequest, profile: &ModelProfile) -> Value;
+    /// The JSON request body, for a request already fitted to the model by [`prepare`].
+    fn body(
+        &self,
+        request: &ChatRequest<'_>,
+        profile: &ModelProfile,
+    ) -> serde_json::Result<Vec<u8>>;
     fn new_stream(&self, provider: &str) -> Box<dyn StreamState>;
     /// A whole answer as the SSE events (name, data) its stream would have carried: some
     /// compatible servers ignore `"stream": true` and send one JSON body, and it is then read
@@ -210,16 +214,26 @@ impl<W: WireFormat> HttpProvider<W> {
 
     async fn attempt(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         on_delta: DeltaSink<'_>,
     ) -> Result<ChatResponse, ProviderError> {
         let endpoint = &self.endpoint;
         let url = format!("{}{}", endpoint.api_base, self.wire.path(&request.model));
-        let body = self.wire.body(
-            &prepare(request, &endpoint.profile, &endpoint.provider),
-            &endpoint.profile,
-        );
-        let mut builder = self.client()?.post(&url).json(&body);
+        let body = self
+            .wire
+            .body(
+                &prepare(request, &endpoint.profile, &endpoint.provider),
+                &endpoint.profile,
+            )
+            .map_err(|err| ProviderError::Client {
+                provider: endpoint.provider.clone(),
+                detail: format!("cannot encode the request: {err}"),
+            })?;
+        let mut builder = self
+            .client()?
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
         for (name, value) in self.wire.auth_headers(endpoint.api_key.as_deref()) {
             builder = builder.header(name, value);
         }
@@ -349,7 +363,7 @@ impl<W: WireFormat> LlmProvider for HttpProvider<W> {
 
     async fn chat(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         on_delta: DeltaSink<'_>,
     ) -> Result<ChatResponse, ProviderError> {
         let policy = self.endpoint.retry;

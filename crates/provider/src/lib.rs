@@ -69,11 +69,14 @@ pub async fn replay_whole(
 #[doc(hidden)]
 pub fn request_body(
     protocol: Protocol,
-    request: &ChatRequest,
+    request: &ChatRequest<'_>,
     profile: &ModelProfile,
     provider: &str,
 ) -> serde_json::Value {
-    wire(protocol).body(&prepare::prepare(request, profile, provider), profile)
+    let body = wire(protocol)
+        .body(&prepare::prepare(request, profile, provider), profile)
+        .unwrap_or_default();
+    serde_json::from_slice(&body).unwrap_or_default()
 }
 
 /// The provider error an HTTP error answer with `body` becomes, exactly as for a live call to

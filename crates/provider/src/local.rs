@@ -215,10 +215,10 @@ impl LlmProvider for LocalProvider {
 
     async fn chat(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         on_delta: DeltaSink<'_>,
     ) -> Result<ChatResponse, ProviderError> {
-        let name = request.model.clone();
+        let name = request.model.to_string();
         let shared = &self.models.shared;
         let spec = shared
             .catalogue
@@ -368,15 +368,15 @@ fn call_id_prefix() -> String {
 /// The conversation as plain chat turns. Tool calls and results are written as a model that
 /// calls tools writes and reads them; for one that does not (they came from another model
 /// earlier in the conversation) they become short notes, like images.
-fn turns(request: &ChatRequest, offers_tools: bool) -> Vec<ChatTurn> {
+fn turns(request: &ChatRequest<'_>, offers_tools: bool) -> Vec<ChatTurn> {
     let mut turns = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.trim().is_empty() {
         turns.push(ChatTurn {
             role: ChatRole::System,
-            content: request.system.clone(),
+            content: request.system.to_string(),
         });
     }
-    for message in &request.messages {
+    for message in request.messages.iter() {
         let content = text_of(message, offers_tools);
         if content.is_empty() {
             continue;
@@ -450,8 +450,9 @@ mod tests {
                         origin: None,
                     }],
                 },
-            ],
-            tools: Vec::new(),
+            ]
+            .into(),
+            tools: Vec::new().into(),
             max_tokens: 100,
             temperature: None,
         };

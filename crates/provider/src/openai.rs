@@ -1,10 +1,12 @@
 //! OpenAI Chat Completions (`POST {apiBase}/chat/completions`, streaming); also every
 //! OpenAI-compatible server (Ollama, vLLM, LM Studio, OpenRouter, DeepSeek, Groq, ...).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use nanocrab_schema::{ContentBlock, LlmMessage, Role, StopReason, ToolCall, Usage};
-use serde_json::{Value, json};
+use nanocrab_schema::{ContentBlock, Image, LlmMessage, Role, StopReason, ToolCall, Usage};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::error::ProviderError;
 use crate::http::{ErrorInfo, StreamState, WireFormat, bearer, parse_arguments};
@@ -23,33 +25,35 @@ impl WireFormat for OpenAi {
         bearer(api_key)
     }
 
-    fn body(&self, request: &ChatRequest, profile: &ModelProfile) -> Value {
-        let mut messages = Vec::new();
+    fn body(
+        &self,
+        request: &ChatRequest<'_>,
+        profile: &ModelProfile,
+    ) -> serde_json::Result<Vec<u8>> {
+        let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if !request.system.is_empty() {
-            messages.push(json!({"role": "system", "content": request.system}));
+            messages.push(Message::System(Content::Text(&request.system)));
         }
-        for message in &request.messages {
+        for message in request.messages.iter() {
             match message.role {
                 Role::User => {
                     // Tool results become `tool` messages, which must directly follow the
                     // assistant message that made the calls; any text goes after them.
                     for result in message.tool_results() {
-                        messages.push(json!({"role": "tool", "tool_call_id": result.tool_use_id,
-                                             "content": result.content}));
+                        messages.push(Message::Tool {
+                            tool_call_id: &result.tool_use_id,
+                            content: &result.content,
+                        });
                     }
-                    let text = message.text();
+                    let text = joined_text(message);
                     if message.images().next().is_some() {
-                        let mut parts = Vec::new();
-                        if !text.is_empty() {
-                            parts.push(json!({"type": "text", "text": text}));
-                        }
-                        for image in message.images() {
-                            parts.push(json!({"type": "image_url", "image_url": {
-                                "url": format!("data:{};base64,{}", image.media_type, image.data)}}));
-                        }
-                        messages.push(json!({"role": "user", "content": parts}));
+                        messages.push(Message::User(Content::Parts {
+                            text: (!text.is_empty()).then_some(text),
+                            images: message.images().collect(),
+                            cached: false,
+                        }));
                     } else if !text.is_empty() {
-                        messages.push(json!({"role": "user", "content": text}));
+                        messages.push(Message::User(Content::Owned(text)));
                     }
                 }
                 Role::Assistant => messages.push(assistant_message(message, profile)),
@@ -58,34 +62,34 @@ impl WireFormat for OpenAi {
         if profile.prompt_caching {
             mark_cacheable(&mut messages);
         }
-        let mut body = json!({
-            "model": request.model,
-            "messages": messages,
-            "stream": true,
-        });
-        let limit = match profile.max_tokens_field {
-            MaxTokensField::MaxTokens => "max_tokens",
-            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
-        };
-        body[limit] = json!(request.max_tokens);
-        if profile.stream_usage {
-            body["stream_options"] = json!({"include_usage": true});
-        }
-        if let Some(temperature) = profile.temperature(request.temperature) {
-            body["temperature"] = json!(temperature);
-        }
-        if !request.tools.is_empty() {
-            body["tools"] = request
+        let temperature = profile.temperature(request.temperature);
+        let body = Body {
+            model: &request.model,
+            messages,
+            stream: true,
+            max_tokens: (profile.max_tokens_field == MaxTokensField::MaxTokens)
+                .then_some(request.max_tokens),
+            max_completion_tokens: (profile.max_tokens_field
+                == MaxTokensField::MaxCompletionTokens)
+                .then_some(request.max_tokens),
+            stream_options: profile.stream_usage.then_some(StreamOptions {
+                include_usage: true,
+            }),
+            temperature,
+            tools: request
                 .tools
                 .iter()
-                .map(|tool| {
-                    json!({"type": "function", "function": {
-                    "name": tool.name, "description": tool.description,
-                    "parameters": tool.parameters}})
+                .map(|tool| Tool {
+                    kind: "function",
+                    function: Function {
+                        name: &tool.name,
+                        description: &tool.description,
+                        parameters: &tool.parameters,
+                    },
                 })
-                .collect();
-        }
-        body
+                .collect(),
+        };
+        serde_json::to_vec(&body)
     }
 
     fn new_stream(&self, provider: &str) -> Box<dyn StreamState> {
@@ -108,9 +112,220 @@ impl WireFormat for OpenAi {
     }
 }
 
+/// A request body, written straight from the borrowed request: a busy gateway sends a whole
+/// history with every call, and building it as a `serde_json::Value` first would copy every
+/// message once more.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<Message<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Message<'a> {
+    System(Content<'a>),
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+    User(Content<'a>),
+    Assistant {
+        content: AssistantContent<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireCall<'a>>,
+    },
+}
+
+/// A message's `content` (serialized as `{"content": ...}` through the enum's newtype arms).
+enum Content<'a> {
+    Text(&'a str),
+    Owned(Cow<'a, str>),
+    /// Content parts: the text, if any, then the images; `cached` marks the text part as a
+    /// cache breakpoint.
+    Parts {
+        text: Option<Cow<'a, str>>,
+        images: Vec<&'a Image>,
+        cached: bool,
+    },
+}
+
+impl Serialize for Content<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(Some(1))?;
+        match self {
+            Content::Text(text) => map.serialize_entry("content", text)?,
+            Content::Owned(text) => map.serialize_entry("content", text)?,
+            Content::Parts {
+                text,
+                images,
+                cached,
+            } => map.serialize_entry(
+                "content",
+                &Parts {
+                    text: text.as_deref(),
+                    images,
+                    cached: *cached,
+                },
+            )?,
+        }
+        map.end()
+    }
+}
+
+struct Parts<'a> {
+    text: Option<&'a str>,
+    images: &'a [&'a Image],
+    cached: bool,
+}
+
+impl Serialize for Parts<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq as _;
+        let mut seq =
+            serializer.serialize_seq(Some(usize::from(self.text.is_some()) + self.images.len()))?;
+        if let Some(text) = self.text {
+            seq.serialize_element(&TextPart {
+                kind: "text",
+                text,
+                cache_control: self.cached.then_some(Ephemeral { kind: "ephemeral" }),
+            })?;
+        }
+        for image in self.images {
+            seq.serialize_element(&ImagePart {
+                kind: "image_url",
+                image_url: ImageUrl {
+                    url: format!("data:{};base64,{}", image.media_type, image.data),
+                },
+            })?;
+        }
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+struct TextPart<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Ephemeral>,
+}
+
+#[derive(Serialize)]
+struct Ephemeral {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct ImagePart {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    image_url: ImageUrl,
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
+}
+
+/// An assistant message's `content`: its text, or for one that only calls tools, `null` or
+/// `""` as the provider wants; marked as a cache breakpoint, the text as one part.
+enum AssistantContent<'a> {
+    Text { text: Cow<'a, str>, cached: bool },
+    Null,
+}
+
+impl Serialize for AssistantContent<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            AssistantContent::Text { text, cached } if *cached && !text.is_empty() => Parts {
+                text: Some(text),
+                images: &[],
+                cached: true,
+            }
+            .serialize(serializer),
+            AssistantContent::Text { text, .. } => serializer.serialize_str(text),
+            AssistantContent::Null => serializer.serialize_unit(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: CallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct CallFunction<'a> {
+    name: &'a str,
+    /// The arguments as JSON text; a call whose arguments could not be parsed keeps its raw
+    /// text.
+    arguments: Cow<'a, str>,
+}
+
+/// A message's text blocks as one string, borrowed when there is only one.
+fn joined_text(message: &LlmMessage) -> Cow<'_, str> {
+    let mut texts = message.content.iter().filter_map(|block| match block {
+        ContentBlock::Text { text } => Some(text.as_str()),
+        ContentBlock::Thinking { .. }
+        | ContentBlock::RedactedThinking { .. }
+        | ContentBlock::Image(_)
+        | ContentBlock::ToolUse(_)
+        | ContentBlock::ToolResult(_) => None,
+    });
+    match (texts.next(), texts.next()) {
+        (None, _) => Cow::Borrowed(""),
+        (Some(only), None) => Cow::Borrowed(only),
+        (Some(first), Some(second)) => {
+            let mut joined = String::from(first);
+            joined.push_str(second);
+            texts.for_each(|text| joined.push_str(text));
+            Cow::Owned(joined)
+        }
+    }
+}
+
 /// An assistant message in Chat Completions form, with the provider's quirks: how a
 /// tool-only message's content is written, and whether reasoning goes back.
-fn assistant_message(message: &LlmMessage, profile: &ModelProfile) -> Value {
+fn assistant_message<'a>(message: &'a LlmMessage, profile: &ModelProfile) -> Message<'a> {
     let reasoning: String = message
         .content
         .iter()
@@ -123,62 +338,85 @@ fn assistant_message(message: &LlmMessage, profile: &ModelProfile) -> Value {
             | ContentBlock::ToolResult(_) => None,
         })
         .collect();
-    let mut text = message.text();
+    let mut text = joined_text(message);
     if profile.reasoning_echo == ReasoningEcho::ThinkTags && !reasoning.is_empty() {
-        text = format!("<think>{reasoning}</think>\n{text}");
+        text = Cow::Owned(format!("<think>{reasoning}</think>\n{text}"));
     }
-    let calls: Vec<Value> = message
+    let tool_calls: Vec<WireCall<'_>> = message
         .tool_calls()
-        .map(|call| {
-            json!({"id": call.id, "type": "function", "function": {
-            "name": call.name,
-            "arguments": match &call.input {
-                Value::String(raw) => raw.clone(),
-                other => other.to_string(),
-            }}})
+        .map(|call| WireCall {
+            id: &call.id,
+            kind: "function",
+            function: CallFunction {
+                name: &call.name,
+                arguments: match &call.input {
+                    Value::String(raw) => Cow::Borrowed(raw),
+                    other => Cow::Owned(other.to_string()),
+                },
+            },
         })
         .collect();
     let content = match (text.is_empty(), profile.tool_call_content) {
-        (false, _) => Value::from(text),
-        (true, ToolCallContent::Null) if !calls.is_empty() => Value::Null,
-        (true, ToolCallContent::Null | ToolCallContent::EmptyString) => Value::from(""),
+        (false, _) => AssistantContent::Text {
+            text,
+            cached: false,
+        },
+        (true, ToolCallContent::Null) if !tool_calls.is_empty() => AssistantContent::Null,
+        (true, ToolCallContent::Null | ToolCallContent::EmptyString) => AssistantContent::Text {
+            text: Cow::Borrowed(""),
+            cached: false,
+        },
     };
-    let mut out = json!({"role": "assistant", "content": content});
     // DeepSeek and Kimi thinking models reject a tool-call message without its reasoning;
     // an empty one is accepted when the calls came from another model.
-    if profile.reasoning_echo == ReasoningEcho::ReasoningContent
-        && (!reasoning.is_empty() || !calls.is_empty())
-    {
-        out["reasoning_content"] = Value::from(reasoning);
+    let reasoning_content = (profile.reasoning_echo == ReasoningEcho::ReasoningContent
+        && (!reasoning.is_empty() || !tool_calls.is_empty()))
+    .then_some(reasoning);
+    Message::Assistant {
+        content,
+        reasoning_content,
+        tool_calls,
     }
-    if !calls.is_empty() {
-        out["tool_calls"] = Value::from(calls);
-    }
-    out
 }
 
 /// Marks the system prompt and the newest message as cache breakpoints, in the content-part
 /// form OpenRouter passes on to Anthropic and Gemini models.
-fn mark_cacheable(messages: &mut [Value]) {
-    let system = messages.iter().position(|m| m["role"] == "system");
+fn mark_cacheable(messages: &mut [Message<'_>]) {
+    let system = messages
+        .iter()
+        .position(|m| matches!(m, Message::System(_)));
     let last = messages
         .iter()
-        .rposition(|m| m["role"] == "user" || m["role"] == "assistant");
+        .rposition(|m| matches!(m, Message::User(_) | Message::Assistant { .. }));
     for index in [system, last].into_iter().flatten() {
-        let message = &mut messages[index];
-        let parts = match message["content"].take() {
-            Value::String(text) if !text.is_empty() => vec![json!({"type": "text", "text": text})],
-            Value::Array(parts) => parts,
-            other => {
-                message["content"] = other;
-                continue;
+        match &mut messages[index] {
+            Message::System(content) | Message::User(content) => {
+                *content = match std::mem::replace(content, Content::Text("")) {
+                    Content::Parts { text, images, .. } => Content::Parts {
+                        cached: text.is_some(),
+                        text,
+                        images,
+                    },
+                    Content::Text(text) if !text.is_empty() => Content::Parts {
+                        text: Some(Cow::Borrowed(text)),
+                        images: Vec::new(),
+                        cached: true,
+                    },
+                    Content::Owned(text) if !text.is_empty() => Content::Parts {
+                        text: Some(text),
+                        images: Vec::new(),
+                        cached: true,
+                    },
+                    other @ (Content::Text(_) | Content::Owned(_)) => other,
+                };
             }
-        };
-        let mut parts = parts;
-        if let Some(part) = parts.iter_mut().rev().find(|p| p["type"] == "text") {
-            part["cache_control"] = json!({"type": "ephemeral"});
+            Message::Assistant { content, .. } => {
+                if let AssistantContent::Text { cached, .. } = content {
+                    *cached = true;
+                }
+            }
+            Message::Tool { .. } => {}
         }
-        message["content"] = Value::from(parts);
     }
 }
 

@@ -3,48 +3,96 @@
 //! history may come from other providers (a fallback, a changed `model`, a hand-edited
 //! transcript), so nothing here assumes it was made by this one.
 
+use std::borrow::Cow;
+
 use nanocrab_schema::{ContentBlock, Image, LlmMessage, Role, ToolCall, ToolResult};
 
 use crate::profile::{ModelProfile, ToolCallIds};
 use crate::provider::ChatRequest;
 
-pub(crate) fn prepare(
-    request: &ChatRequest,
+pub(crate) fn prepare<'a>(
+    request: &'a ChatRequest<'_>,
     profile: &ModelProfile,
     provider: &str,
-) -> ChatRequest {
-    let messages = request
-        .messages
-        .iter()
-        .filter_map(|message| {
-            let content: Vec<ContentBlock> = message
-                .content
+) -> ChatRequest<'a> {
+    let model = &*request.model;
+    // Most histories need nothing fitted: they are then sent as they are, not copied.
+    let fits = request.messages.iter().all(|message| {
+        message
+            .content
+            .iter()
+            .all(|block| block_fits(block, profile, provider))
+            && !useless(message)
+    });
+    let messages = if fits {
+        Cow::Borrowed(&*request.messages)
+    } else {
+        Cow::Owned(
+            request
+                .messages
                 .iter()
-                .filter_map(|block| fit_block(block, profile, provider, &request.model))
-                .collect();
-            let message = LlmMessage {
-                role: message.role,
-                content,
-            };
-            // An answer with neither text nor tool calls (reasoning only, or nothing) is
-            // rejected by Anthropic and Gemini and tells every model nothing.
-            let useless = match message.role {
-                Role::Assistant => {
-                    message.text().trim().is_empty() && message.tool_calls().next().is_none()
-                }
-                Role::User => message.content.is_empty(),
-            };
-            (!useless).then_some(message)
-        })
-        .collect();
+                .filter_map(|message| {
+                    let message = LlmMessage {
+                        role: message.role,
+                        content: message
+                            .content
+                            .iter()
+                            .filter_map(|block| fit_block(block, profile, provider, model))
+                            .collect(),
+                    };
+                    (!useless(&message)).then_some(message)
+                })
+                .collect(),
+        )
+    };
     ChatRequest {
+        model: Cow::Borrowed(model),
+        system: Cow::Borrowed(&request.system),
         messages,
         tools: if profile.tools {
-            request.tools.clone()
+            Cow::Borrowed(&request.tools)
         } else {
-            Vec::new()
+            Cow::Borrowed(&[])
         },
-        ..request.clone()
+        max_tokens: request.max_tokens,
+        temperature: request.temperature,
+    }
+}
+
+/// An answer with neither text nor tool calls (reasoning only, or nothing) is rejected by
+/// Anthropic and Gemini and tells every model nothing; so is a question left with no content.
+fn useless(message: &LlmMessage) -> bool {
+    match message.role {
+        Role::Assistant => {
+            message.text().trim().is_empty() && message.tool_calls().next().is_none()
+        }
+        Role::User => message.content.is_empty(),
+    }
+}
+
+/// Whether [`fit_block`] would give `block` back unchanged.
+fn block_fits(block: &ContentBlock, profile: &ModelProfile, provider: &str) -> bool {
+    let foreign = |origin: &Option<String>| origin.as_deref().is_some_and(|o| o != provider);
+    match block {
+        ContentBlock::Text { text } => !text.is_empty(),
+        ContentBlock::Thinking { origin, .. } | ContentBlock::RedactedThinking { origin, .. } => {
+            !foreign(origin)
+        }
+        ContentBlock::Image(_) => profile.vision,
+        ContentBlock::ToolUse(call) => id_fits(&call.id, profile.tool_call_ids),
+        ContentBlock::ToolResult(result) => id_fits(&result.tool_use_id, profile.tool_call_ids),
+    }
+}
+
+/// Whether [`fit_id`] would give `id` back unchanged.
+fn id_fits(id: &str, style: ToolCallIds) -> bool {
+    match style {
+        ToolCallIds::Any => id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+        ToolCallIds::Alphanumeric9 => {
+            id.len() == 9 && id.chars().all(|c| c.is_ascii_alphanumeric())
+        }
     }
 }
 
@@ -140,16 +188,17 @@ mod tests {
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
-    fn request(messages: Vec<LlmMessage>) -> ChatRequest {
+    fn request(messages: Vec<LlmMessage>) -> ChatRequest<'static> {
         ChatRequest {
             model: "m".into(),
             system: "s".into(),
-            messages,
+            messages: messages.into(),
             tools: vec![nanocrab_schema::ToolDef {
                 name: "echo".into(),
                 description: "d".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
             max_tokens: 10,
             temperature: None,
         }
@@ -192,11 +241,8 @@ mod tests {
                 ContentBlock::text("hi"),
             ],
         };
-        let prepared = prepare(
-            &request(vec![LlmMessage::user("q"), answer]),
-            &ModelProfile::GENERIC,
-            "anthropic",
-        );
+        let request = request(vec![LlmMessage::user("q"), answer]);
+        let prepared = prepare(&request, &ModelProfile::GENERIC, "anthropic");
         assert_eq!(
             prepared.messages[1].content,
             vec![
@@ -217,17 +263,14 @@ mod tests {
             tool_call_ids: ToolCallIds::Alphanumeric9,
             ..ModelProfile::GENERIC
         };
-        let prepared = prepare(
-            &request(vec![
-                LlmMessage::user("q"),
-                call("toolu_01A09q90qw90lq917835lq9"),
-                result("toolu_01A09q90qw90lq917835lq9"),
-                call("abcDEF123"),
-                result("abcDEF123"),
-            ]),
-            &profile,
-            "mistral",
-        );
+        let request = request(vec![
+            LlmMessage::user("q"),
+            call("toolu_01A09q90qw90lq917835lq9"),
+            result("toolu_01A09q90qw90lq917835lq9"),
+            call("abcDEF123"),
+            result("abcDEF123"),
+        ]);
+        let prepared = prepare(&request, &profile, "mistral");
         let ids: Vec<String> = prepared
             .messages
             .iter()
@@ -265,7 +308,8 @@ mod tests {
             tools: false,
             ..ModelProfile::GENERIC
         };
-        let prepared = prepare(&request(vec![photo]), &profile, "ollama");
+        let request = request(vec![photo]);
+        let prepared = prepare(&request, &profile, "ollama");
         assert_eq!(
             prepared.messages[0].content[1],
             ContentBlock::text(
@@ -288,15 +332,12 @@ mod tests {
                 ContentBlock::text(""),
             ],
         };
-        let prepared = prepare(
-            &request(vec![
-                LlmMessage::user("one"),
-                reasoning_only,
-                LlmMessage::user("two"),
-            ]),
-            &ModelProfile::GENERIC,
-            "openai",
-        );
+        let request = request(vec![
+            LlmMessage::user("one"),
+            reasoning_only,
+            LlmMessage::user("two"),
+        ]);
+        let prepared = prepare(&request, &ModelProfile::GENERIC, "openai");
         assert_eq!(
             prepared.messages,
             vec![LlmMessage::user("one"), LlmMessage::user("two")]

@@ -1,18 +1,49 @@
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 use nanocrab_schema::{ContentBlock, LlmMessage, StopReason, ToolDef, Usage};
 
 use crate::error::ProviderError;
 
-/// One model call, provider-neutral.
+/// One model call, provider-neutral. It borrows what the caller already holds (the history
+/// window, the system prompt, the tool definitions): a turn sends its whole history with every
+/// model call, and copying it on the way to the wire is what a busy gateway would spend its
+/// time on. [`ChatRequest::to_owned_request`] makes a copy that outlives the caller's data.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChatRequest {
+pub struct ChatRequest<'a> {
     /// The model name without the `provider/` prefix.
-    pub model: String,
-    pub system: String,
-    pub messages: Vec<LlmMessage>,
-    pub tools: Vec<ToolDef>,
+    pub model: Cow<'a, str>,
+    pub system: Cow<'a, str>,
+    pub messages: Cow<'a, [LlmMessage]>,
+    pub tools: Cow<'a, [ToolDef]>,
     pub max_tokens: u32,
     pub temperature: Option<f32>,
+}
+
+impl ChatRequest<'_> {
+    /// This request for `model`, borrowing everything else from it.
+    pub fn for_model<'b>(&'b self, model: &'b str) -> ChatRequest<'b> {
+        ChatRequest {
+            model: Cow::Borrowed(model),
+            system: Cow::Borrowed(&self.system),
+            messages: Cow::Borrowed(&self.messages),
+            tools: Cow::Borrowed(&self.tools),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+        }
+    }
+
+    /// A copy owning all of its data (a test's record of what was sent).
+    pub fn to_owned_request(&self) -> ChatRequest<'static> {
+        ChatRequest {
+            model: Cow::Owned(self.model.to_string()),
+            system: Cow::Owned(self.system.to_string()),
+            messages: Cow::Owned(self.messages.to_vec()),
+            tools: Cow::Owned(self.tools.to_vec()),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+        }
+    }
 }
 
 /// The assembled answer of one model call: text, reasoning and tool calls as content blocks.
@@ -61,7 +92,7 @@ pub trait LlmProvider: Send + Sync {
     /// returns the whole response once the stream ends.
     async fn chat(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         on_delta: DeltaSink<'_>,
     ) -> Result<ChatResponse, ProviderError>;
 }

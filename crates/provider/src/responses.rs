@@ -26,9 +26,13 @@ impl WireFormat for Responses {
         bearer(api_key)
     }
 
-    fn body(&self, request: &ChatRequest, profile: &ModelProfile) -> Value {
+    fn body(
+        &self,
+        request: &ChatRequest<'_>,
+        profile: &ModelProfile,
+    ) -> serde_json::Result<Vec<u8>> {
         let mut input = Vec::new();
-        for message in &request.messages {
+        for message in request.messages.iter() {
             match message.role {
                 Role::User => user_items(message, &mut input),
                 Role::Assistant => assistant_items(message, &mut input),
@@ -64,7 +68,7 @@ impl WireFormat for Responses {
                 })
                 .collect();
         }
-        body
+        serde_json::to_vec(&body)
     }
 
     fn new_stream(&self, provider: &str) -> Box<dyn StreamState> {

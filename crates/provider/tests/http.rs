@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use nanocrab_config::{Config, ProviderConfig};
 use nanocrab_provider::{
-    ChatRequest, ModelProfile, Protocol, RetryPolicy, request_body, resolve_model,
+    ChatRequest, MaxTokensField, ModelProfile, Protocol, ReasoningEcho, RetryPolicy, Temperature,
+    ToolCallContent, request_body, resolve_model,
 };
 use nanocrab_schema::{ContentBlock, LlmMessage, Role, ToolCall, ToolDef, ToolResult};
 use nanocrab_testkit::{MockLlm, Reply};
@@ -14,7 +15,7 @@ use serde_json::json;
 
 const KEY: &str = "sk-test-http-5ecret";
 
-fn conversation() -> ChatRequest {
+fn conversation() -> ChatRequest<'static> {
     ChatRequest {
         model: "m".into(),
         system: "You are nanocrab.".into(),
@@ -38,12 +39,14 @@ fn conversation() -> ChatRequest {
                     "Error: denied",
                 ))],
             },
-        ],
+        ]
+        .into(),
         tools: vec![ToolDef {
             name: "list_dir".into(),
             description: "List a directory.".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_tokens: 1024,
         temperature: Some(0.5),
     }
@@ -75,7 +78,7 @@ fn request_bodies() {
     );
     let mut gemini = conversation();
     // A signature Gemini attached to the call must go back on the same part.
-    gemini.messages[1].content.insert(
+    gemini.messages.to_mut()[1].content.insert(
         1,
         ContentBlock::Thinking {
             thinking: String::new(),
@@ -93,7 +96,7 @@ fn request_bodies() {
         )
     );
     let mut responses = conversation();
-    responses.messages[1].content.insert(
+    responses.messages.to_mut()[1].content.insert(
         0,
         ContentBlock::Thinking {
             thinking: "The user wants a listing.".into(),
@@ -109,6 +112,98 @@ fn request_bodies() {
             &profile("openai", "gpt-5-codex"),
             "openai"
         )
+    );
+}
+
+/// Every shape the Chat Completions body takes: images, reasoning sent back either way, a
+/// tool-only answer's content, cache marks (OpenRouter), the other token limit field, and a
+/// temperature the model does not take.
+#[test]
+fn openai_body_variants() {
+    let mut request = conversation();
+    let thinking = ContentBlock::Thinking {
+        thinking: "Which folder?".into(),
+        signature: None,
+        origin: None,
+    };
+    let messages = request.messages.to_mut();
+    messages[1].content.insert(0, thinking.clone());
+    messages.push(LlmMessage {
+        role: Role::User,
+        content: vec![
+            ContentBlock::ToolResult(ToolResult::ok("call_1", "a.txt")),
+            ContentBlock::text("and this picture?"),
+            ContentBlock::Image(nanocrab_schema::Image {
+                media_type: "image/png".into(),
+                data: "iVBORw0KGgo=".into(),
+                file: None,
+            }),
+        ],
+    });
+    messages.push(LlmMessage {
+        role: Role::Assistant,
+        content: vec![
+            thinking,
+            ContentBlock::ToolUse(ToolCall {
+                id: "call_2".into(),
+                name: "read_file".into(),
+                input: json!("{\"path\": \"a.txt\""),
+            }),
+        ],
+    });
+    messages.push(LlmMessage {
+        role: Role::User,
+        content: vec![ContentBlock::ToolResult(ToolResult::ok("call_2", "hello"))],
+    });
+    let base = ModelProfile {
+        vision: true,
+        ..profile("openai", "gpt-4.1")
+    };
+    let variants = [
+        ("plain", base),
+        (
+            "cached_reasoning_content_empty_string",
+            ModelProfile {
+                prompt_caching: true,
+                reasoning_echo: ReasoningEcho::ReasoningContent,
+                tool_call_content: ToolCallContent::EmptyString,
+                max_tokens_field: MaxTokensField::MaxCompletionTokens,
+                stream_usage: false,
+                ..base
+            },
+        ),
+        (
+            "think_tags_no_vision_no_tools",
+            ModelProfile {
+                vision: false,
+                tools: false,
+                reasoning_echo: ReasoningEcho::ThinkTags,
+                temperature: Temperature::Fixed(1.0),
+                ..base
+            },
+        ),
+    ];
+    for (name, profile) in variants {
+        insta::assert_json_snapshot!(
+            format!("openai_body_{name}"),
+            request_body(Protocol::OpenAiChat, &request, &profile, "openrouter")
+        );
+    }
+    // Marks on a system prompt alone, and none on an empty one.
+    let mut bare = conversation();
+    bare.messages = vec![LlmMessage::user("hi")].into();
+    let cached = ModelProfile {
+        prompt_caching: true,
+        ..base
+    };
+    insta::assert_json_snapshot!(
+        "openai_body_cached_short",
+        request_body(Protocol::OpenAiChat, &bare, &cached, "openrouter")
+    );
+    bare.system = "".into();
+    insta::assert_json_snapshot!(
+        "openai_body_cached_no_system",
+        request_body(Protocol::OpenAiChat, &bare, &cached, "openrouter")
     );
 }
 

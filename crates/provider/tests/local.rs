@@ -59,12 +59,12 @@ fn resolve(
     )
 }
 
-fn request(max_tokens: u32) -> ChatRequest {
+fn request(max_tokens: u32) -> ChatRequest<'static> {
     ChatRequest {
         model: "tiny".into(),
         system: "Be brief.".into(),
-        messages: vec![LlmMessage::user("hello")],
-        tools: Vec::new(),
+        messages: vec![LlmMessage::user("hello")].into(),
+        tools: Vec::new().into(),
         max_tokens,
         temperature: Some(0.0),
     }

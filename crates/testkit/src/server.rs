@@ -203,30 +203,34 @@ async fn answer(
             })
             .or_insert_with(|| value.into_owned());
     }
-    let number = {
+    let recorded = RecordedRequest {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+        headers: recorded_headers,
+        body,
+    };
+    let record = |recorded: RecordedRequest| {
         let mut requests = lock(&script.requests);
-        requests.push(RecordedRequest {
-            method: method.to_string(),
-            path: uri.path().to_owned(),
-            headers: recorded_headers,
-            body: body.clone(),
-        });
+        requests.push(recorded);
         requests.len()
     };
     // Gemini names the model and the streaming mode in the path; the renderer reads both from
-    // the body, so they are copied there.
+    // the body, so they are copied there (not into what is recorded).
     let gemini = uri
         .path()
         .strip_prefix("/v1beta/models/")
         .and_then(|rest| rest.split_once(':'))
         .filter(|(_, action)| matches!(*action, "generateContent" | "streamGenerateContent"));
-    let mut body = body;
+    let mut body = std::borrow::Cow::Borrowed(&recorded.body);
     if let Some((model, action)) = gemini {
+        let body = body.to_mut();
         body["model"] = Value::from(model);
         body["stream"] = Value::Bool(action == "streamGenerateContent");
     }
     if (&method, uri.path()) == (&Method::POST, "/v1/embeddings") {
-        return embeddings(&body);
+        let response = embeddings(&body);
+        record(recorded);
+        return response;
     }
     let endpoint = match (&method, uri.path()) {
         (&Method::POST, _) if gemini.is_some() => Endpoint::Gemini,
@@ -234,7 +238,7 @@ async fn answer(
         (&Method::POST, "/v1/chat/completions") => Endpoint::OpenAiChat,
         (&Method::POST, "/v1/responses") => Endpoint::OpenAiResponses,
         (other_method, other_path) => {
-            return (
+            let response = (
                 StatusCode::NOT_FOUND,
                 format!(
                     "mock LLM: no endpoint {other_method} {other_path} \
@@ -243,6 +247,8 @@ async fn answer(
                 ),
             )
                 .into_response();
+            record(recorded);
+            return response;
         }
     };
     let _in_flight = InFlight::enter(&script);
@@ -250,16 +256,21 @@ async fn answer(
         .pop_front()
         .or_else(|| lock(&script.fallback).clone());
     let Some(reply) = reply else {
+        let number = record(recorded);
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("mock LLM: no scripted reply left for request {number}"),
         )
             .into_response();
     };
+    // Rendered before it is recorded, so the body need not be copied; recorded before any
+    // delay, so a test sees a request whose reply is still held back.
+    let rendered = reply.render(endpoint, &body);
+    drop(body);
+    record(recorded);
     if !reply.delay().is_zero() {
         tokio::time::sleep(reply.delay()).await;
     }
-    let rendered = reply.render(endpoint, &body);
     // A JSON answer goes out whole, with a content-length, as real ones do; a stream goes out
     // frame by frame.
     let chunk_delay = reply.chunk_delay();

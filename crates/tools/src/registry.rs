@@ -50,11 +50,15 @@ impl Default for ToolPolicy {
 }
 
 /// The tools one agent may call, by name, and the policy point every call goes through.
+/// Cheap to clone (each turn takes its own copy): the tools, their definitions and the policy
+/// are shared until one of them changes.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    /// Each with its name, taken once: a definition is built (its schema derived) per call.
-    tools: Vec<(String, Arc<dyn Tool>)>,
-    policy: ToolPolicy,
+    tools: Arc<Vec<Arc<dyn Tool>>>,
+    /// The tools' definitions, in the same order, each built once when its tool is
+    /// registered: deriving a schema is not free, and the model is sent them every call.
+    definitions: Arc<Vec<ToolDef>>,
+    policy: Arc<ToolPolicy>,
     /// "Always allow for this session" grants; they live as long as the process.
     session_grants: Arc<Mutex<HashMap<SessionKey, Grants>>>,
 }
@@ -77,7 +81,7 @@ impl ToolRegistry {
     }
 
     pub fn with_policy(mut self, policy: ToolPolicy) -> Self {
-        self.policy = policy;
+        self.policy = Arc::new(policy);
         self
     }
 
@@ -87,30 +91,34 @@ impl ToolRegistry {
 
     /// Who to ask for approvals from now on: the binary knows whether a human is there.
     pub fn set_approver(&mut self, approver: Option<Arc<dyn Approver>>) {
-        self.policy.approver = approver;
+        Arc::make_mut(&mut self.policy).approver = approver;
     }
 
     /// Adds a tool; a later tool with the same name replaces the earlier one.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        let name = tool.definition().name;
-        self.tools.retain(|(known, _)| *known != name);
-        self.tools.push((name, tool));
+        let definition = tool.definition();
+        self.unregister(&definition.name);
+        Arc::make_mut(&mut self.tools).push(tool);
+        Arc::make_mut(&mut self.definitions).push(definition);
     }
 
     /// Removes the tool called `name`; says whether there was one.
     pub fn unregister(&mut self, name: &str) -> bool {
-        let before = self.tools.len();
-        self.tools.retain(|(known, _)| known != name);
-        self.tools.len() != before
+        let Some(index) = self.definitions.iter().position(|d| d.name == name) else {
+            return false;
+        };
+        Arc::make_mut(&mut self.tools).remove(index);
+        Arc::make_mut(&mut self.definitions).remove(index);
+        true
     }
 
     /// Definitions in registration order, as sent to the model.
-    pub fn definitions(&self) -> Vec<ToolDef> {
-        self.tools.iter().map(|(_, t)| t.definition()).collect()
+    pub fn definitions(&self) -> &[ToolDef] {
+        &self.definitions
     }
 
     pub fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|(name, _)| name.clone()).collect()
+        self.definitions.iter().map(|d| d.name.clone()).collect()
     }
 
     /// Runs one call through the policy: works out what it needs, checks that against the
@@ -197,7 +205,12 @@ impl ToolRegistry {
         record: &mut AuditRecord,
         change: &mut Option<InstructionsChange>,
     ) -> ToolResult {
-        let Some((_, tool)) = self.tools.iter().find(|(name, _)| *name == call.name) else {
+        let Some(tool) = self
+            .definitions
+            .iter()
+            .position(|d| d.name == call.name)
+            .map(|index| &self.tools[index])
+        else {
             record.status = CallStatus::Error;
             return ToolResult::error(
                 &call.id,

@@ -43,7 +43,7 @@ async fn a_500_turn_conversation_never_exceeds_the_window_and_never_splits_a_too
         assert!(tokens <= 4_000, "request {n}: about {tokens} tokens");
         // Every call is answered by the very next message, and every result has its call.
         let mut open: Vec<&str> = Vec::new();
-        for message in &request.messages {
+        for message in request.messages.iter() {
             for result in message.tool_results() {
                 assert_eq!(
                     open.first().copied(),

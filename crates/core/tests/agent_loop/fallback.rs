@@ -66,7 +66,7 @@ async fn an_overloaded_primary_falls_back_for_the_rest_of_the_turn_and_is_tried_
         .lock()
         .unwrap()
         .iter()
-        .map(|r| r.model.clone())
+        .map(|r| r.model.to_string())
         .collect();
     assert_eq!(backup_models, vec!["backup", "backup"]);
     let stored: Vec<Option<String>> = setup

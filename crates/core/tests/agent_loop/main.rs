@@ -40,8 +40,8 @@ mod tool_loop;
 #[derive(Default)]
 struct Scripted {
     replies: Mutex<VecDeque<Result<ChatResponse, ProviderError>>>,
-    requests: Mutex<Vec<ChatRequest>>,
-    summaries: Mutex<Vec<ChatRequest>>,
+    requests: Mutex<Vec<ChatRequest<'static>>>,
+    summaries: Mutex<Vec<ChatRequest<'static>>>,
     /// When not 0, report this many times the request's size, counted as the agent counts for
     /// the request's model, as its prompt tokens (1: as a real provider would) instead of the
     /// scripted figure.
@@ -56,17 +56,20 @@ impl LlmProvider for Scripted {
 
     async fn chat(
         &self,
-        request: &ChatRequest,
+        request: &ChatRequest<'_>,
         on_delta: DeltaSink<'_>,
     ) -> Result<ChatResponse, ProviderError> {
         if request.system.starts_with("You summarise a conversation")
             || request.system.starts_with("Merge these summaries")
         {
             let mut summaries = self.summaries.lock().unwrap();
-            summaries.push(request.clone());
+            summaries.push(request.to_owned_request());
             return answer(&format!("Summary {}", summaries.len()), StopReason::EndTurn);
         }
-        self.requests.lock().unwrap().push(request.clone());
+        self.requests
+            .lock()
+            .unwrap()
+            .push(request.to_owned_request());
         let mut reply = self
             .replies
             .lock()

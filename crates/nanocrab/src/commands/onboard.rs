@@ -251,10 +251,10 @@ fn check(env: &Env, config: &Config, model: &str) -> anyhow::Result<()> {
     let resolved =
         nanocrab_provider::resolve_model(model, config, &Env::var, RetryPolicy::default(), &local)?;
     let request = ChatRequest {
-        model: resolved.model.clone(),
-        system: "You are nanocrab, a personal AI assistant.".to_owned(),
-        messages: vec![LlmMessage::user("Say hello in one short sentence.")],
-        tools: Vec::new(),
+        model: resolved.model.as_str().into(),
+        system: "You are nanocrab, a personal AI assistant.".into(),
+        messages: vec![LlmMessage::user("Say hello in one short sentence.")].into(),
+        tools: Vec::new().into(),
         max_tokens: 32,
         temperature: Some(0.0),
     };
