@@ -392,8 +392,8 @@ impl Agent {
             .instrument(span)
             .await;
         // A turn that failed after tools ran leaves their results durable too; a finished one
-        // ended with a synced record and has nothing left to sync.
-        let outcome = match (outcome, self.store.sync(key)) {
+        // ended with a committed record and has nothing left to commit.
+        let outcome = match (outcome, self.store.commit(key).await) {
             (Ok(outcome), Ok(())) => Ok(outcome),
             (Ok(_), Err(err)) => Err(err.into()),
             (Err(err), _) => Err(err),
@@ -438,7 +438,10 @@ impl Agent {
         };
         let channel = input.channel.clone();
         let user = input.message();
-        self.store.append(key, &[SessionEntry::now(user.clone())])?;
+        // Committed with the answer: until then the gateway's journal holds the message, and a
+        // crash before the answer runs the turn again.
+        self.store
+            .append_unsynced(key, &[SessionEntry::now(user.clone())])?;
         history.push(user);
 
         let profile = self.models.primary().profile;
@@ -517,6 +520,9 @@ impl Agent {
                 on_event,
             )?;
             drop(request);
+            // On disk before its tool calls run or it is answered, with everything of the turn
+            // before it.
+            self.store.commit(key).await?;
             history.push(assistant.clone());
             let calls: Vec<_> = assistant.tool_calls().cloned().collect();
             if calls.is_empty() {
@@ -734,7 +740,7 @@ impl Agent {
                 on_event,
             );
         }
-        self.store.append(
+        self.store.append_unsynced(
             key,
             &[SessionEntry {
                 model: Some(label),

@@ -226,14 +226,15 @@ impl Gateway {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
-                // Whatever has arrived is taken together, for one journal sync.
+                // Whatever has arrived is taken together, for one journal commit; what
+                // arrives while it commits is taken next, together again.
                 taken = inbox.recv_many(&mut deliveries, INBOUND_QUEUE) => {
                     if taken == 0 {
                         // Every channel has stopped for good; the HTTP API still runs.
                         shutdown.cancelled().await;
                         break;
                     }
-                    intake.take(std::mem::take(&mut deliveries));
+                    intake.take(std::mem::take(&mut deliveries)).await;
                 }
             }
         }

@@ -34,8 +34,8 @@ pub(crate) struct Intake {
 
 impl Intake {
     /// Takes messages delivered together, in order: each checked, those let in journaled with
-    /// one sync, routed and queued, and every one accepted.
-    pub(crate) fn take(&self, deliveries: Vec<Delivery>) {
+    /// one commit, routed and queued, and every one accepted.
+    pub(crate) async fn take(&self, deliveries: Vec<Delivery>) {
         let mut admitted = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
             self.status
@@ -50,7 +50,11 @@ impl Intake {
             return;
         }
         let messages: Vec<&InboundMessage> = admitted.iter().map(|d| &d.message).collect();
-        match self.journal.record_all(&messages) {
+        let recorded = match self.journal.record_all(&messages) {
+            Ok(recorded) => self.journal.commit().await.map(|()| recorded),
+            Err(err) => Err(err),
+        };
+        match recorded {
             Ok(recorded) => {
                 for (delivery, recorded) in admitted.into_iter().zip(recorded) {
                     let message = &delivery.message;

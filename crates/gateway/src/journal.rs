@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use nanocrab_schema::InboundMessage;
+use nanocrab_sessions::{CommitError, GroupCommit};
 use serde::{Deserialize, Serialize};
 
 use crate::jsonl_file::JsonlFile;
@@ -63,6 +64,8 @@ pub enum JournalError {
     },
     #[error("cannot encode a journal record: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error(transparent)]
+    Commit(#[from] CommitError),
 }
 
 /// What identifies one delivery of a message on its platform.
@@ -110,14 +113,16 @@ enum Record {
     },
 }
 
-/// The inbound journal. Its methods do blocking file I/O (a message is synced to disk before
-/// they return), as the session store does; records are a few hundred bytes.
+/// The inbound journal. Its methods write to the file at once (records are a few hundred
+/// bytes); [`Journal::commit`] makes what they wrote durable, in a group with whatever else
+/// was written to the filesystem meanwhile (the turns' transcripts).
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
     /// How many finished messages are remembered for recognising redeliveries.
     remember: usize,
     state: Mutex<State>,
+    group_commit: GroupCommit,
 }
 
 #[derive(Debug)]
@@ -132,6 +137,8 @@ struct State {
     known: HashSet<MessageKey>,
     /// Records in the file, to know when a rewrite pays.
     records: usize,
+    /// The number of the last write, for the group commit.
+    last_write: u64,
 }
 
 impl Journal {
@@ -189,6 +196,8 @@ impl Journal {
             .chain(finished.iter().cloned())
             .collect();
         let (file, records) = rewrite(path, &undone, &finished)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let group_commit = GroupCommit::for_dir(dir).map_err(|e| io("open the directory of", e))?;
         let entries = undone
             .iter()
             .map(|(id, message)| JournalEntry {
@@ -203,27 +212,31 @@ impl Journal {
             finished,
             known,
             records,
+            last_write: 0,
         };
         Ok((
             Self {
                 path: path.to_owned(),
                 remember,
                 state: Mutex::new(state),
+                group_commit,
             },
             entries,
         ))
     }
 
     /// Journals `message` unless it already is; once this returns [`Recorded::New`], the
-    /// message is on disk.
+    /// message is on disk. Blocks the thread for the commit.
     pub fn record(&self, message: &InboundMessage) -> Result<Recorded, JournalError> {
         let recorded = self.record_all(&[message])?;
+        let write = self.lock().last_write;
+        self.group_commit.commit_through_blocking(write)?;
         Ok(recorded.first().copied().unwrap_or(Recorded::Duplicate))
     }
 
-    /// Journals each of `messages` that is not yet journaled, with one write and one sync
-    /// for them all (a group commit: what arrives together costs one sync). Returns what
-    /// became of each, in order; on an error none of them is journaled.
+    /// Journals each of `messages` that is not yet journaled, with one write for them all;
+    /// they are on disk once [`Journal::commit`] returns. Returns what became of each, in
+    /// order; on an error none of them is journaled.
     pub fn record_all(&self, messages: &[&InboundMessage]) -> Result<Vec<Recorded>, JournalError> {
         let mut state = self.lock();
         let mut recorded = Vec::with_capacity(messages.len());
@@ -252,7 +265,7 @@ impl Journal {
         if new.is_empty() {
             return Ok(recorded);
         }
-        self.write(&mut state, &lines, true)?;
+        self.write(&mut state, &lines)?;
         state.records += new.len();
         state.next_id = next_id;
         for (id, key, message) in new {
@@ -263,8 +276,8 @@ impl Journal {
     }
 
     /// Marks message `id` done: it will not be handed back on the next start. The record is
-    /// not synced on its own: the next message's sync carries it. A power loss before then
-    /// can only make a finished message be answered again, never lose one.
+    /// not committed on its own: the next commit carries it. A power loss before then can only
+    /// make a finished message be answered again, never lose one.
     pub fn done(&self, id: EntryId) -> Result<(), JournalError> {
         let mut state = self.lock();
         if !state.undone.contains_key(&id) {
@@ -272,7 +285,7 @@ impl Journal {
         }
         let mut line = serde_json::to_vec(&Record::Done { id })?;
         line.push(b'\n');
-        self.write(&mut state, &line, false)?;
+        self.write(&mut state, &line)?;
         state.records += 1;
         if let Some(message) = state.undone.remove(&id) {
             state.finished.push_back(MessageKey::of(&message));
@@ -297,15 +310,24 @@ impl Journal {
         Ok(())
     }
 
-    fn write(&self, state: &mut State, lines: &[u8], sync: bool) -> Result<(), JournalError> {
+    fn write(&self, state: &mut State, lines: &[u8]) -> Result<(), JournalError> {
         state
             .file
-            .append(lines, sync)
+            .append(lines, false)
             .map_err(|source| JournalError::Io {
                 action: "write",
                 path: self.path.clone(),
                 source,
-            })
+            })?;
+        state.last_write = self.group_commit.wrote();
+        Ok(())
+    }
+
+    /// Returns once everything written to the journal so far is on disk, without blocking
+    /// the thread: messages that arrive while a commit runs share the next.
+    pub async fn commit(&self) -> Result<(), JournalError> {
+        let write = self.lock().last_write;
+        Ok(self.group_commit.commit_through(write).await?)
     }
 
     /// Syncs the `done` records written since the last sync, which [`Self::done`] leaves to

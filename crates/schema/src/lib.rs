@@ -6,6 +6,7 @@
 //! [`AgentEvent`] stream a run emits, and the ids that tie a run together.
 
 mod channel_message;
+mod content_block_de;
 mod event;
 mod ids;
 mod message;

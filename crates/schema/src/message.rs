@@ -13,8 +13,9 @@ pub enum Role {
     Assistant,
 }
 
-/// One piece of a message, the same for every provider.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One piece of a message, the same for every provider. Written with its `type` first; read
+/// by hand (`content_block_de.rs`), in the same shape.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock {
     Text {

@@ -1,6 +1,7 @@
 //! Sessions on disk: the JSONL transcripts, the history window sent to the model, token
 //! counting, and the usage the transcripts recorded.
 
+mod group_commit;
 mod history;
 mod session_cache;
 mod session_store;
@@ -9,6 +10,7 @@ mod usage;
 #[cfg(feature = "tiktoken")]
 mod vocabularies;
 
+pub use group_commit::{CommitError, GroupCommit};
 pub use history::CountedHistory;
 pub use session_store::{
     Compaction, Session, SessionEntry, SessionError, SessionMetadata, SessionSettings,

@@ -2,7 +2,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -10,6 +10,7 @@ use nanocrab_schema::{ContentBlock, Image, LlmMessage, Role, SessionKey, ToolRes
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use crate::group_commit::{CommitError, GroupCommit};
 use crate::session_cache::{CachedTranscript, SessionCache, Stamp};
 
 /// Tool results longer than this are shortened in the transcript file (never in the live
@@ -271,6 +272,8 @@ pub enum SessionError {
     },
     #[error("cannot encode a session record: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error(transparent)]
+    Commit(#[from] CommitError),
     #[error("no session {0}")]
     NotFound(SessionKey),
     #[error("an image is not valid base64: {detail}")]
@@ -301,8 +304,11 @@ pub struct SessionStore {
     dir: PathBuf,
     cache: Arc<Mutex<SessionCache>>,
     /// The handle of each transcript last written by [`SessionStore::append_unsynced`] and not
-    /// yet synced, with the file's stamp: syncing it syncs every earlier write to that file.
-    unsynced: Arc<Mutex<HashMap<SessionKey, (File, Stamp)>>>,
+    /// yet synced, with the file's stamp and the write's number for the group commit: syncing
+    /// it syncs every earlier write to that file.
+    unsynced: Arc<Mutex<HashMap<SessionKey, (File, Stamp, u64)>>>,
+    /// The committer of the sessions directory's filesystem, once something was written.
+    group_commit: Arc<OnceLock<GroupCommit>>,
 }
 
 impl SessionStore {
@@ -311,7 +317,20 @@ impl SessionStore {
             dir: dir.into(),
             cache: Arc::default(),
             unsynced: Arc::default(),
+            group_commit: Arc::default(),
         }
+    }
+
+    fn group_commit(&self) -> Result<&GroupCommit, SessionError> {
+        if let Some(commit) = self.group_commit.get() {
+            return Ok(commit);
+        }
+        let commit = GroupCommit::for_dir(&self.dir).map_err(|source| SessionError::Io {
+            action: "open",
+            path: self.dir.clone(),
+            source,
+        })?;
+        Ok(self.group_commit.get_or_init(|| commit))
     }
 
     fn cache(&self) -> MutexGuard<'_, SessionCache> {
@@ -487,14 +506,15 @@ impl SessionStore {
         entries: &[SessionEntry],
     ) -> Result<(), SessionError> {
         let (file, stamp) = self.write_lines(key, &self.lines(entries)?, true)?;
+        let write = self.group_commit()?.wrote();
         let earlier = self
             .unsynced
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(key.clone(), (file, stamp));
+            .insert(key.clone(), (file, stamp, write));
         match earlier {
             // The transcript was reset since: the archived one must not stay behind.
-            Some((earlier, was)) if !was.same_file(&stamp) => earlier
+            Some((earlier, was, _)) if !was.same_file(&stamp) => earlier
                 .sync_data()
                 .map_err(|source| self.sync_error(key, source)),
             Some(_) | None => Ok(()),
@@ -510,9 +530,24 @@ impl SessionStore {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(key);
         match unsynced {
-            Some((file, _)) => file
+            Some((file, _, _)) => file
                 .sync_data()
                 .map_err(|source| self.sync_error(key, source)),
+            None => Ok(()),
+        }
+    }
+
+    /// [`SessionStore::sync`] without blocking the thread, and shared: what every writer to
+    /// the filesystem wrote meanwhile is flushed with it, in one go (see `group_commit.rs`).
+    /// A busy gateway's turns end here, a few at a time.
+    pub async fn commit(&self, key: &SessionKey) -> Result<(), SessionError> {
+        let unsynced = self
+            .unsynced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+        match unsynced {
+            Some((_, _, write)) => Ok(self.group_commit()?.commit_through(write).await?),
             None => Ok(()),
         }
     }
@@ -540,7 +575,7 @@ impl SessionStore {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(key);
         match earlier {
-            Some((earlier, was)) if !was.same_file(&stamp) => earlier
+            Some((earlier, was, _)) if !was.same_file(&stamp) => earlier
                 .sync_data()
                 .map_err(|source| self.sync_error(key, source)),
             Some(_) | None => Ok(()),
