@@ -1,8 +1,12 @@
 //! The system prompt, rebuilt for every turn from the workspace files so that an edit applies
 //! at once.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use nanocrab_sessions::FileStamp;
 
 use nanocrab_tools::{MemoryProvenance, NoteOrigins, UNTRUSTED_TAG, wrap_untrusted};
 
@@ -46,9 +50,11 @@ pub struct ChannelInfo {
     pub chat_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ContextBuilder {
     workspace: PathBuf,
+    /// The files read so far, shared by the builder's clones (each turn takes one).
+    files: Arc<Mutex<HashMap<String, (FileStamp, Option<String>)>>>,
     mode: PromptMode,
     /// MEMORY.md arrives by retrieval with each message (RAG mode) instead of in the prompt.
     memory_by_retrieval: bool,
@@ -60,6 +66,7 @@ impl ContextBuilder {
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
         Self {
             workspace: workspace.into(),
+            files: Arc::default(),
             mode: PromptMode::Full,
             memory_by_retrieval: false,
             provenance: None,
@@ -177,11 +184,25 @@ impl ContextBuilder {
         out
     }
 
+    /// The trimmed text of a workspace file, `None` when it is missing, unreadable or empty.
+    /// Read again only when the file changed: every turn builds the prompt, and most turns
+    /// find every file as the last one left it (a look at its size and time is enough).
     fn read(&self, relative: &str) -> Option<String> {
-        std::fs::read_to_string(self.workspace.join(relative))
+        let path = self.workspace.join(relative);
+        let stamp = FileStamp::of(&std::fs::metadata(&path).ok()?);
+        let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((known, text)) = files.get(relative)
+            && *known == stamp
+        {
+            return text.clone();
+        }
+        // Stamped before reading: a write landing in between is read again next time.
+        let text = std::fs::read_to_string(&path)
             .ok()
             .map(|text| text.trim().to_owned())
-            .filter(|text| !text.is_empty())
+            .filter(|text| !text.is_empty());
+        files.insert(relative.to_owned(), (stamp, text.clone()));
+        text
     }
 
     /// (name, description, path) of each `skills/*/SKILL.md`, by name.
@@ -194,7 +215,12 @@ impl ContextBuilder {
             .filter_map(|entry| {
                 let dir = entry.file_name().to_string_lossy().into_owned();
                 let path = format!("skills/{dir}/SKILL.md");
-                let text = std::fs::read_to_string(self.workspace.join(&path)).ok()?;
+                // An empty SKILL.md still names a skill; a missing one does not.
+                let text = match self.read(&path) {
+                    Some(text) => text,
+                    None if self.workspace.join(&path).is_file() => String::new(),
+                    None => return None,
+                };
                 let (mut name, mut description) = (dir, String::new());
                 let mut lines = text.lines();
                 if lines.next().map(str::trim) == Some("---") {
@@ -294,6 +320,7 @@ mod tests {
         ) -> String {
             let real = ContextBuilder {
                 workspace: dir.to_path_buf(),
+                files: Arc::default(),
                 mode: self.mode,
                 memory_by_retrieval: self.memory_by_retrieval,
                 provenance: self.provenance.clone(),

@@ -33,8 +33,10 @@ pub(crate) struct Intake {
 }
 
 impl Intake {
-    /// Takes messages delivered together, in order: each checked, those let in journaled with
-    /// one commit, routed and queued, and every one accepted.
+    /// Takes messages delivered together, in order: each checked, those let in journaled,
+    /// routed and queued, and every one accepted once the journal's commit has it on disk. The
+    /// turns start meanwhile: the commit their answers wait for covers the journal too, so under
+    /// load the journal and the transcripts share their flushes.
     pub(crate) async fn take(&self, deliveries: Vec<Delivery>) {
         let mut admitted = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
@@ -50,13 +52,9 @@ impl Intake {
             return;
         }
         let messages: Vec<&InboundMessage> = admitted.iter().map(|d| &d.message).collect();
-        let recorded = match self.journal.record_all(&messages) {
-            Ok(recorded) => self.journal.commit().await.map(|()| recorded),
-            Err(err) => Err(err),
-        };
-        match recorded {
+        match self.journal.record_all(&messages) {
             Ok(recorded) => {
-                for (delivery, recorded) in admitted.into_iter().zip(recorded) {
+                for (delivery, recorded) in admitted.iter().zip(recorded) {
                     let message = &delivery.message;
                     let (channel, chat, sender) =
                         (&message.channel, &message.chat_id, &message.sender.id);
@@ -73,8 +71,14 @@ impl Intake {
                             self.status.count(Event::Duplicate);
                         }
                     }
-                    delivery.accept();
                 }
+                // A failed commit leaves the messages with their turns, which fail to commit
+                // their answers too and say so in the chat; accepted either way, since the
+                // platform could only hand them back to a journal that cannot keep them.
+                if let Err(err) = self.journal.commit().await {
+                    tracing::error!("{err}");
+                }
+                admitted.into_iter().for_each(Delivery::accept);
             }
             Err(err) => {
                 for delivery in admitted {

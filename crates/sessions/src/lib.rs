@@ -12,6 +12,8 @@ mod vocabularies;
 
 pub use group_commit::{CommitError, GroupCommit};
 pub use history::CountedHistory;
+/// A file's identity and version, to tell whether a copy read from it is still current.
+pub use session_cache::Stamp as FileStamp;
 pub use session_store::{
     Compaction, Session, SessionEntry, SessionError, SessionMetadata, SessionSettings,
     SessionStore, SessionSummary,

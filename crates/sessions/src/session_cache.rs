@@ -27,7 +27,7 @@ pub(crate) const MAX_SESSIONS: usize = 32;
 /// rename or a new file its inode. A rewrite in place that keeps the size, within the
 /// filesystem's timestamp granularity (a few milliseconds), is the one change it misses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stamp {
+pub struct Stamp {
     dev: u64,
     ino: u64,
     pub(crate) len: u64,
@@ -35,7 +35,7 @@ pub(crate) struct Stamp {
 }
 
 impl Stamp {
-    pub(crate) fn of(meta: &std::fs::Metadata) -> Self {
+    pub fn of(meta: &std::fs::Metadata) -> Self {
         use std::os::unix::fs::MetadataExt as _;
         Self {
             dev: meta.dev(),
