@@ -50,11 +50,15 @@ pub struct ChannelInfo {
     pub chat_id: String,
 }
 
+/// A workspace file as read: the version it was read from, and its trimmed text (`None`:
+/// empty or unreadable).
+type ReadFile = (FileStamp, Option<String>);
+
 #[derive(Debug, Clone)]
 pub struct ContextBuilder {
     workspace: PathBuf,
     /// The files read so far, shared by the builder's clones (each turn takes one).
-    files: Arc<Mutex<HashMap<String, (FileStamp, Option<String>)>>>,
+    files: Arc<Mutex<HashMap<String, ReadFile>>>,
     mode: PromptMode,
     /// MEMORY.md arrives by retrieval with each message (RAG mode) instead of in the prompt.
     memory_by_retrieval: bool,

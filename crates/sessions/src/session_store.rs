@@ -282,6 +282,10 @@ pub enum SessionError {
     BadSettings { path: PathBuf, detail: String },
 }
 
+/// A transcript's handle, its stamp and the number of its last write, as
+/// [`SessionStore::append_unsynced`] left them.
+type Unsynced = (File, Stamp, u64);
+
 /// Transcripts as append-only JSONL files, one per session key, and each conversation's
 /// settings beside them.
 ///
@@ -306,7 +310,7 @@ pub struct SessionStore {
     /// The handle of each transcript last written by [`SessionStore::append_unsynced`] and not
     /// yet synced, with the file's stamp and the write's number for the group commit: syncing
     /// it syncs every earlier write to that file.
-    unsynced: Arc<Mutex<HashMap<SessionKey, (File, Stamp, u64)>>>,
+    unsynced: Arc<Mutex<HashMap<SessionKey, Unsynced>>>,
     /// The committer of the sessions directory's filesystem, once something was written.
     group_commit: Arc<OnceLock<GroupCommit>>,
 }
