@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use nanocrab_schema::{ContentBlock, Role, StopReason, ToolCall, Usage};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::error::ProviderError;
@@ -31,95 +32,106 @@ impl WireFormat for Anthropic {
         request: &ChatRequest<'_>,
         profile: &ModelProfile,
     ) -> serde_json::Result<Vec<u8>> {
-        let mut messages: Vec<Value> = request
+        let mut messages: Vec<Message<'_>> = request
             .messages
             .iter()
-            .map(|message| {
-                let content: Vec<Value> = message
-                    .content
-                    .iter()
-                    .filter_map(|block| match block {
-                        ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
-                        // Reasoning without a signature came from another provider and would
-                        // be rejected.
-                        ContentBlock::Thinking {
-                            thinking,
-                            signature: Some(signature),
-                            ..
-                        } => Some(json!({"type": "thinking", "thinking": thinking, "signature": signature})),
-                        ContentBlock::Thinking { signature: None, .. } => None,
-                        ContentBlock::RedactedThinking { data, .. } => {
-                            Some(json!({"type": "redacted_thinking", "data": data}))
-                        }
-                        ContentBlock::Image(image) => Some(json!({"type": "image", "source": {
-                            "type": "base64", "media_type": image.media_type, "data": image.data}})),
-                        ContentBlock::ToolUse(call) => Some(json!({
-                            "type": "tool_use", "id": call.id, "name": call.name,
-                            "input": if call.input.is_object() { call.input.clone() } else { json!({}) },
-                        })),
-                        ContentBlock::ToolResult(result) => {
-                            let mut block = json!({"type": "tool_result",
-                                "tool_use_id": result.tool_use_id, "content": result.content});
-                            if result.is_error {
-                                block["is_error"] = Value::Bool(true);
-                            }
-                            Some(block)
-                        }
-                    })
-                    .collect();
-                let role = match message.role {
+            .map(|message| Message {
+                role: match message.role {
                     Role::User => "user",
                     Role::Assistant => "assistant",
-                };
-                json!({"role": role, "content": content})
+                },
+                content: message
+                    .content
+                    .iter()
+                    .filter_map(|block| {
+                        let kind = match block {
+                            ContentBlock::Text { text } => WireBlock::Text { text },
+                            // Reasoning without a signature came from another provider and
+                            // would be rejected.
+                            ContentBlock::Thinking {
+                                thinking,
+                                signature: Some(signature),
+                                ..
+                            } => WireBlock::Thinking {
+                                thinking,
+                                signature,
+                            },
+                            ContentBlock::Thinking {
+                                signature: None, ..
+                            } => return None,
+                            ContentBlock::RedactedThinking { data, .. } => {
+                                WireBlock::RedactedThinking { data }
+                            }
+                            ContentBlock::Image(image) => WireBlock::Image {
+                                source: ImageSource {
+                                    kind: "base64",
+                                    media_type: &image.media_type,
+                                    data: &image.data,
+                                },
+                            },
+                            ContentBlock::ToolUse(call) => WireBlock::ToolUse {
+                                id: &call.id,
+                                name: &call.name,
+                                input: ToolInput(&call.input),
+                            },
+                            ContentBlock::ToolResult(result) => WireBlock::ToolResult {
+                                tool_use_id: &result.tool_use_id,
+                                content: &result.content,
+                                is_error: result.is_error,
+                            },
+                        };
+                        Some(Marked {
+                            block: kind,
+                            cache_control: None,
+                        })
+                    })
+                    .collect(),
             })
             .collect();
-        let mut tools: Vec<Value> = request
+        let mut tools: Vec<Tool<'_>> = request
             .tools
             .iter()
-            .map(|tool| {
-                json!({"name": tool.name, "description": tool.description,
-                              "input_schema": tool.parameters})
+            .map(|tool| Tool {
+                name: &tool.name,
+                description: &tool.description,
+                input_schema: &tool.parameters,
+                cache_control: None,
             })
             .collect();
-        let mut system = json!([{"type": "text", "text": request.system}]);
+        let mut system = SystemText {
+            kind: "text",
+            text: &request.system,
+            cache_control: None,
+        };
         if profile.prompt_caching {
             // Three of the four breakpoints Anthropic allows: the system prompt and the tools
             // change rarely, and the newest message makes the whole history so far a prefix
             // the next call of the tool loop reads back at a tenth of the price.
-            let ephemeral = json!({"type": "ephemeral"});
-            system[0]["cache_control"] = ephemeral.clone();
+            system.cache_control = Some(EPHEMERAL);
             if let Some(tool) = tools.last_mut() {
-                tool["cache_control"] = ephemeral.clone();
+                tool.cache_control = Some(EPHEMERAL);
             }
-            let last_block = messages
-                .last_mut()
-                .and_then(|m| m["content"].as_array_mut())
-                .and_then(|blocks| {
-                    blocks.iter_mut().rev().find(|b| {
-                        !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking"))
-                    })
-                });
+            let last_block = messages.last_mut().and_then(|m| {
+                m.content.iter_mut().rev().find(|b| {
+                    !matches!(
+                        b.block,
+                        WireBlock::Thinking { .. } | WireBlock::RedactedThinking { .. }
+                    )
+                })
+            });
             if let Some(block) = last_block {
-                block["cache_control"] = ephemeral;
+                block.cache_control = Some(EPHEMERAL);
             }
         }
-        let mut body = json!({
-            "model": request.model,
-            "max_tokens": request.max_tokens,
-            "messages": messages,
-            "stream": true,
-        });
-        if !request.system.is_empty() {
-            body["system"] = system;
-        }
-        if let Some(temperature) = profile.temperature(request.temperature) {
-            body["temperature"] = json!(temperature);
-        }
-        if !tools.is_empty() {
-            body["tools"] = Value::from(tools);
-        }
-        serde_json::to_vec(&body)
+        serde_json::to_vec(&Body {
+            model: &request.model,
+            max_tokens: request.max_tokens,
+            messages,
+            stream: true,
+            system: (!request.system.is_empty()).then_some([system]),
+            temperature: profile.temperature(request.temperature),
+            tools,
+        })
     }
 
     fn new_stream(&self, provider: &str) -> Box<dyn StreamState> {
@@ -192,6 +204,117 @@ enum Block {
         name: String,
         json: String,
     },
+}
+
+/// A request body, written straight from the borrowed request (no `serde_json::Value` in
+/// between: a turn sends its whole history with every call).
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    messages: Vec<Message<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<[SystemText<'a>; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+}
+
+#[derive(Serialize)]
+struct Ephemeral {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: Ephemeral = Ephemeral { kind: "ephemeral" };
+
+#[derive(Serialize)]
+struct SystemText<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Ephemeral>,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Ephemeral>,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: Vec<Marked<'a>>,
+}
+
+/// A content block, and whether it is a cache breakpoint (the mark comes after its fields).
+#[derive(Serialize)]
+struct Marked<'a> {
+    #[serde(flatten)]
+    block: WireBlock<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Ephemeral>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock<'a> {
+    Text {
+        text: &'a str,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
+    Image {
+        source: ImageSource<'a>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: ToolInput<'a>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: &'a str,
+}
+
+/// A call's arguments; ones that are not an object (unparseable, kept as text) go as `{}`,
+/// which is all Anthropic accepts.
+struct ToolInput<'a>(&'a Value);
+
+impl Serialize for ToolInput<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(_) => self.0.serialize(serializer),
+            Value::Null
+            | Value::Bool(_)
+            | Value::Number(_)
+            | Value::String(_)
+            | Value::Array(_) => serde::ser::SerializeMap::end(serializer.serialize_map(Some(0))?),
+        }
+    }
 }
 
 #[derive(Debug, Default)]

@@ -115,6 +115,101 @@ fn request_bodies() {
     );
 }
 
+/// Every shape the Anthropic Messages body takes: signed, unsigned and redacted reasoning,
+/// images, failed tool results, arguments that are not an object, cache marks on the system
+/// prompt, the last tool and the newest block that is not reasoning, no system prompt, and a
+/// temperature the model does not take.
+#[test]
+fn anthropic_body_variants() {
+    let mut request = conversation();
+    let messages = request.messages.to_mut();
+    messages[1].content.insert(
+        0,
+        ContentBlock::Thinking {
+            thinking: "Which folder?".into(),
+            signature: Some("sig-1".into()),
+            origin: Some("anthropic".into()),
+        },
+    );
+    messages[1].content.insert(
+        1,
+        ContentBlock::RedactedThinking {
+            data: "opaque".into(),
+            origin: Some("anthropic".into()),
+        },
+    );
+    messages.push(LlmMessage {
+        role: Role::User,
+        content: vec![
+            ContentBlock::ToolResult(ToolResult::ok("call_1", "a.txt")),
+            ContentBlock::text("and this picture?"),
+            ContentBlock::Image(nanocrab_schema::Image {
+                media_type: "image/png".into(),
+                data: "iVBORw0KGgo=".into(),
+                file: None,
+            }),
+        ],
+    });
+    messages.push(LlmMessage {
+        role: Role::Assistant,
+        content: vec![
+            ContentBlock::ToolUse(ToolCall {
+                id: "call_2".into(),
+                name: "read_file".into(),
+                input: json!("{\"path\": \"a.txt\""),
+            }),
+            ContentBlock::Thinking {
+                thinking: "unsigned, from elsewhere".into(),
+                signature: None,
+                origin: None,
+            },
+        ],
+    });
+    let base = ModelProfile {
+        vision: true,
+        ..profile("anthropic", "claude-sonnet-4-5")
+    };
+    let variants = [
+        (
+            "cached",
+            ModelProfile {
+                prompt_caching: true,
+                ..base
+            },
+        ),
+        (
+            "plain_no_temperature",
+            ModelProfile {
+                prompt_caching: false,
+                temperature: Temperature::Omit,
+                ..base
+            },
+        ),
+    ];
+    for (name, profile) in variants {
+        insta::assert_json_snapshot!(
+            format!("anthropic_body_{name}"),
+            request_body(Protocol::AnthropicMessages, &request, &profile, "anthropic")
+        );
+    }
+    let mut bare = conversation();
+    bare.messages = vec![LlmMessage::user("hi")].into();
+    bare.system = "".into();
+    bare.tools = Vec::new().into();
+    insta::assert_json_snapshot!(
+        "anthropic_body_cached_bare",
+        request_body(
+            Protocol::AnthropicMessages,
+            &bare,
+            &ModelProfile {
+                prompt_caching: true,
+                ..base
+            },
+            "anthropic"
+        )
+    );
+}
+
 /// Every shape the Chat Completions body takes: images, reasoning sent back either way, a
 /// tool-only answer's content, cache marks (OpenRouter), the other token limit field, and a
 /// temperature the model does not take.
