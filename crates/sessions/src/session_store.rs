@@ -301,8 +301,9 @@ type Unsynced = (File, Stamp, u64);
 /// [`SessionStore::append_compaction`] and [`SessionStore::save_settings`] return once the data
 /// is on disk (`fdatasync`). [`SessionStore::append_unsynced`] returns once it is written: a
 /// crash of the process loses nothing of it, a power cut may, until the next synced append to
-/// the session, [`SessionStore::sync`] or [`SessionStore::reset`] makes it durable together
-/// with everything written before it.
+/// the session, [`SessionStore::sync`], [`SessionStore::commit`] (the group commit a turn
+/// awaits) or [`SessionStore::reset`] makes it durable together with everything written
+/// before it.
 #[derive(Debug, Clone)]
 pub struct SessionStore {
     dir: PathBuf,
