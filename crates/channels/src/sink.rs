@@ -48,6 +48,36 @@ impl InboundSink {
     }
 }
 
+impl InboundSink {
+    /// Hands `messages` over together, in order, and waits until the gateway has accepted
+    /// them: what arrives together is journaled with one commit, where one at a time would
+    /// wait for a commit each. Returns how many, from the first, were accepted: all of them
+    /// unless the gateway stopped taking messages (it is shutting down).
+    pub async fn deliver_all(&self, messages: Vec<InboundMessage>) -> usize {
+        let mut receipts = Vec::with_capacity(messages.len());
+        for message in messages {
+            let (receipt, accepted) = oneshot::channel();
+            if self
+                .queue
+                .send(Delivery { message, receipt })
+                .await
+                .is_err()
+            {
+                break;
+            }
+            receipts.push(accepted);
+        }
+        let mut accepted = 0;
+        for receipt in receipts {
+            if receipt.await.is_err() {
+                break;
+            }
+            accepted += 1;
+        }
+        accepted
+    }
+}
+
 /// A queue holding at most `capacity` messages not yet taken by the gateway.
 pub fn inbound_queue(capacity: usize) -> (InboundSink, mpsc::Receiver<Delivery>) {
     let (queue, receiver) = mpsc::channel(capacity.max(1));
@@ -71,6 +101,25 @@ mod tests {
         assert_eq!(delivery.message, message());
         delivery.accept();
         assert_eq!(sent.await.unwrap(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_handed_over_whole_and_counts_what_was_accepted() {
+        let (sink, mut queue) = inbound_queue(8);
+        let batch = vec![message(), message(), message()];
+        let sent = tokio::spawn(async move { sink.deliver_all(batch).await });
+        let mut taken = Vec::new();
+        // All three are in the queue before any is accepted.
+        while taken.len() < 3 {
+            taken.push(queue.recv().await.unwrap());
+        }
+        assert!(!sent.is_finished());
+        let mut taken = taken.into_iter();
+        taken.next().unwrap().accept();
+        taken.next().unwrap().accept();
+        // The third is dropped (a gateway shutting down): two were accepted.
+        drop(taken);
+        assert_eq!(sent.await.unwrap(), 2);
     }
 
     #[tokio::test]

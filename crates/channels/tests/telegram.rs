@@ -239,6 +239,33 @@ async fn a_direct_message_goes_in_and_the_answer_comes_back() {
     );
 }
 
+/// A gateway that stops after taking part of a batch: what it took is confirmed, the rest
+/// comes again after the restart.
+#[tokio::test]
+async fn a_batch_taken_in_part_confirms_only_that_part() {
+    let fake = FakeTelegram::start(TOKEN).await;
+    let dir = tempfile::tempdir().unwrap();
+    let first = fake.push_update(tg::private_text("one"));
+    fake.push_update(tg::private_text("two"));
+    let mut running = Running::start(settings(&fake, dir.path()));
+    let one = running.delivery().await;
+    let two = running.delivery().await;
+    one.accept();
+    drop(two);
+    // The channel stops polling on its own once it has saved what was taken.
+    until("the channel to stop", || running.task.is_finished()).await;
+    running.stop().await.unwrap();
+
+    let polls = fake.calls_of("getUpdates").len();
+    let mut again = Running::start(settings(&fake, dir.path()));
+    assert_eq!(again.message().await.text, "two");
+    assert_eq!(
+        fake.calls_of("getUpdates")[polls].body["offset"],
+        json!(first + 1)
+    );
+    again.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn updates_are_confirmed_only_once_delivered_and_the_offset_survives_a_restart() {
     let fake = FakeTelegram::start(TOKEN).await;
@@ -247,17 +274,22 @@ async fn updates_are_confirmed_only_once_delivered_and_the_offset_survives_a_res
     let second = fake.push_update(tg::private_text("two"));
     let mut running = Running::start(settings(&fake, dir.path()));
 
-    let delivery = running.delivery().await;
-    assert_eq!(delivery.message.text, "one");
-    // Until the gateway accepts, nothing is confirmed, and the next is not even handed over.
+    // A batch is handed over whole, in order, for one journal commit.
+    let one = running.delivery().await;
+    let two = running.delivery().await;
+    assert_eq!(
+        (one.message.text.as_str(), two.message.text.as_str()),
+        ("one", "two")
+    );
+    // Until the gateway accepts all of it, nothing is confirmed and nothing more is polled.
+    one.accept();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fake.pending_update_ids(), [first, second]);
-    assert!(running.queue.try_recv().is_err());
-    delivery.accept();
+    assert_eq!(fake.calls_of("getUpdates").len(), 1);
     // The poll after this batch would confirm both to Telegram: it never answers, so only
     // the saved offset can keep a restart from seeing them again.
     fake.stall_next("getUpdates", 1);
-    assert_eq!(running.message().await.text, "two");
+    two.accept();
     until("the confirming poll", || {
         fake.calls_of("getUpdates").len() == 2
     })

@@ -16,7 +16,7 @@ use super::offset::OffsetFile;
 use super::render::markdown_to_html;
 use super::split::{MESSAGE_LIMIT, plain_text, split_html};
 use super::types::{File, Message, Update, User};
-use crate::{Channel, ChannelCapabilities, ChannelError, InboundSink, SentMessage, SinkClosed};
+use crate::{Channel, ChannelCapabilities, ChannelError, InboundSink, SentMessage};
 
 /// The update kinds asked for; anything else Telegram might still send is skipped.
 const ALLOWED_UPDATES: [&str; 4] = [
@@ -367,40 +367,58 @@ impl Channel for TelegramChannel {
             };
             backoff.reset();
             let confirmed = offset;
-            // Set when polling must stop after what was delivered so far is saved.
-            let mut stop = false;
+            // Each update's id and whether it carries a message, in order, and the messages.
+            let mut carried = Vec::with_capacity(updates.len());
+            let mut messages = Vec::with_capacity(updates.len());
             for raw in updates {
                 let update_id = raw.get("update_id").and_then(Value::as_i64);
-                match serde_json::from_value::<Update>(raw) {
+                let message = match serde_json::from_value::<Update>(raw) {
                     Ok(update) => {
                         match normalize(&update, &bot, &self.account, self.edited_messages) {
-                            Normalized::Deliver(message) => {
-                                // Shut down before the gateway took it: not confirmed, so Telegram
-                                // sends it again after the restart.
-                                let delivered = tokio::select! {
-                                    () = shutdown.cancelled() => Err(SinkClosed),
-                                    delivered = sink.deliver(*message) => delivered,
-                                };
-                                if delivered.is_err() {
-                                    tracing::info!(
-                                        "telegram: polling stops; updates not yet delivered come again after a restart"
-                                    );
-                                    stop = true;
-                                    break;
-                                }
-                            }
+                            Normalized::Deliver(message) => Some(*message),
                             Normalized::Skip(reason) => {
                                 tracing::debug!(
                                     update_id = update.update_id,
                                     reason,
                                     "telegram: update skipped"
                                 );
+                                None
                             }
                         }
                     }
                     Err(err) => {
                         tracing::warn!(?update_id, error = %err, "telegram: unreadable update skipped");
+                        None
                     }
+                };
+                carried.push((update_id, message.is_some()));
+                messages.extend(message);
+            }
+            // Handed over together, so that the gateway journals them with one commit; one at
+            // a time, each would wait for a commit of its own. Shut down before the gateway
+            // took them all: none of them is confirmed, and Telegram sends them again after
+            // the restart (the journal drops the ones it holds already).
+            let wanted = messages.len();
+            let accepted = tokio::select! {
+                biased;
+                accepted = sink.deliver_all(messages) => accepted,
+                () = shutdown.cancelled() => 0,
+            };
+            // Polling stops once what was delivered is confirmed.
+            let stop = accepted < wanted;
+            if stop {
+                tracing::info!(
+                    "telegram: polling stops; updates not yet delivered come again after a restart"
+                );
+            }
+            // Confirmed: every update before the first message the gateway did not take.
+            let mut delivered = 0;
+            for (update_id, carries) in carried {
+                if carries {
+                    if delivered == accepted {
+                        break;
+                    }
+                    delivered += 1;
                 }
                 if let Some(next) = update_id.map(|id| id + 1)
                     && offset.is_none_or(|current| next > current)
