@@ -10,6 +10,7 @@ use crate::error::ProviderError;
 use crate::http::{ErrorInfo, StreamState, WireFormat, parse_arguments};
 use crate::profile::ModelProfile;
 use crate::provider::{ChatRequest, ChatResponse, ProviderDelta};
+use crate::text_part::{EPHEMERAL, Ephemeral, TextPart};
 use crate::think::ThinkFilter;
 
 pub(crate) struct Anthropic;
@@ -98,11 +99,7 @@ impl WireFormat for Anthropic {
                 cache_control: None,
             })
             .collect();
-        let mut system = SystemText {
-            kind: "text",
-            text: &request.system,
-            cache_control: None,
-        };
+        let mut system = TextPart::new(&request.system, false);
         if profile.prompt_caching {
             // Three of the four breakpoints Anthropic allows: the system prompt and the tools
             // change rarely, and the newest message makes the whole history so far a prefix
@@ -215,28 +212,11 @@ struct Body<'a> {
     messages: Vec<Message<'a>>,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<[SystemText<'a>; 1]>,
+    system: Option<[TextPart<'a>; 1]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
-}
-
-#[derive(Serialize)]
-struct Ephemeral {
-    #[serde(rename = "type")]
-    kind: &'static str,
-}
-
-const EPHEMERAL: Ephemeral = Ephemeral { kind: "ephemeral" };
-
-#[derive(Serialize)]
-struct SystemText<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    text: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cache_control: Option<Ephemeral>,
 }
 
 #[derive(Serialize)]

@@ -20,6 +20,7 @@ mod registry;
 mod resolve;
 mod responses;
 mod starter;
+mod text_part;
 mod think;
 
 pub use check::check_config;

@@ -12,6 +12,7 @@ use crate::error::ProviderError;
 use crate::http::{ErrorInfo, StreamState, WireFormat, bearer, parse_arguments};
 use crate::profile::{MaxTokensField, ModelProfile, ReasoningEcho, ToolCallContent};
 use crate::provider::{ChatRequest, ChatResponse, ProviderDelta};
+use crate::text_part::TextPart;
 use crate::think::ThinkFilter;
 
 pub(crate) struct OpenAi;
@@ -218,11 +219,7 @@ impl Serialize for Parts<'_> {
         let mut seq =
             serializer.serialize_seq(Some(usize::from(self.text.is_some()) + self.images.len()))?;
         if let Some(text) = self.text {
-            seq.serialize_element(&TextPart {
-                kind: "text",
-                text,
-                cache_control: self.cached.then_some(Ephemeral { kind: "ephemeral" }),
-            })?;
+            seq.serialize_element(&TextPart::new(text, self.cached))?;
         }
         for image in self.images {
             seq.serialize_element(&ImagePart {
@@ -234,21 +231,6 @@ impl Serialize for Parts<'_> {
         }
         seq.end()
     }
-}
-
-#[derive(Serialize)]
-struct TextPart<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    text: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cache_control: Option<Ephemeral>,
-}
-
-#[derive(Serialize)]
-struct Ephemeral {
-    #[serde(rename = "type")]
-    kind: &'static str,
 }
 
 #[derive(Serialize)]

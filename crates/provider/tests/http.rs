@@ -115,6 +115,34 @@ fn request_bodies() {
     );
 }
 
+/// Continues `conversation()` with a question that has a tool result and a picture, and an
+/// answer that reasons (`thinking`) and makes a call whose arguments could not be parsed.
+fn add_a_picture_and_a_broken_call(messages: &mut Vec<LlmMessage>, thinking: ContentBlock) {
+    messages.push(LlmMessage {
+        role: Role::User,
+        content: vec![
+            ContentBlock::ToolResult(ToolResult::ok("call_1", "a.txt")),
+            ContentBlock::text("and this picture?"),
+            ContentBlock::Image(nanocrab_schema::Image {
+                media_type: "image/png".into(),
+                data: "iVBORw0KGgo=".into(),
+                file: None,
+            }),
+        ],
+    });
+    messages.push(LlmMessage {
+        role: Role::Assistant,
+        content: vec![
+            thinking,
+            ContentBlock::ToolUse(ToolCall {
+                id: "call_2".into(),
+                name: "read_file".into(),
+                input: json!("{\"path\": \"a.txt\""),
+            }),
+        ],
+    });
+}
+
 /// Every shape the Anthropic Messages body takes: signed, unsigned and redacted reasoning,
 /// images, failed tool results, arguments that are not an object, cache marks on the system
 /// prompt, the last tool and the newest block that is not reasoning, no system prompt, and a
@@ -138,33 +166,14 @@ fn anthropic_body_variants() {
             origin: Some("anthropic".into()),
         },
     );
-    messages.push(LlmMessage {
-        role: Role::User,
-        content: vec![
-            ContentBlock::ToolResult(ToolResult::ok("call_1", "a.txt")),
-            ContentBlock::text("and this picture?"),
-            ContentBlock::Image(nanocrab_schema::Image {
-                media_type: "image/png".into(),
-                data: "iVBORw0KGgo=".into(),
-                file: None,
-            }),
-        ],
-    });
-    messages.push(LlmMessage {
-        role: Role::Assistant,
-        content: vec![
-            ContentBlock::ToolUse(ToolCall {
-                id: "call_2".into(),
-                name: "read_file".into(),
-                input: json!("{\"path\": \"a.txt\""),
-            }),
-            ContentBlock::Thinking {
-                thinking: "unsigned, from elsewhere".into(),
-                signature: None,
-                origin: None,
-            },
-        ],
-    });
+    add_a_picture_and_a_broken_call(
+        messages,
+        ContentBlock::Thinking {
+            thinking: "unsigned, from elsewhere".into(),
+            signature: None,
+            origin: None,
+        },
+    );
     let base = ModelProfile {
         vision: true,
         ..profile("anthropic", "claude-sonnet-4-5")
@@ -223,29 +232,7 @@ fn openai_body_variants() {
     };
     let messages = request.messages.to_mut();
     messages[1].content.insert(0, thinking.clone());
-    messages.push(LlmMessage {
-        role: Role::User,
-        content: vec![
-            ContentBlock::ToolResult(ToolResult::ok("call_1", "a.txt")),
-            ContentBlock::text("and this picture?"),
-            ContentBlock::Image(nanocrab_schema::Image {
-                media_type: "image/png".into(),
-                data: "iVBORw0KGgo=".into(),
-                file: None,
-            }),
-        ],
-    });
-    messages.push(LlmMessage {
-        role: Role::Assistant,
-        content: vec![
-            thinking,
-            ContentBlock::ToolUse(ToolCall {
-                id: "call_2".into(),
-                name: "read_file".into(),
-                input: json!("{\"path\": \"a.txt\""),
-            }),
-        ],
-    });
+    add_a_picture_and_a_broken_call(messages, thinking);
     messages.push(LlmMessage {
         role: Role::User,
         content: vec![ContentBlock::ToolResult(ToolResult::ok("call_2", "hello"))],

@@ -375,26 +375,13 @@ impl SessionStore {
                 dir: self.dir.clone(),
             }))
         };
-        let stamp = match std::fs::metadata(&path) {
-            Ok(meta) => Stamp::of(&meta),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return empty(),
-            Err(source) => return Err(io(source)),
-        };
-        if let Some(session) = self.cache().transcript(key, &stamp) {
-            return Ok(session);
-        }
-        let mut file = match File::open(&path) {
-            Ok(file) => file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return empty(),
-            Err(source) => return Err(io(source)),
-        };
-        // Stamped before reading: a write landing in between leaves the bytes newer than the
-        // stamp, so the next load reads again, never the other way round.
-        let stamp = Stamp::of(&file.metadata().map_err(io)?);
-        // Bytes, not a `String`: a crash mid-write can tear a multi-byte character, and that
-        // must cost only the torn line, not the whole transcript.
-        let mut bytes = Vec::with_capacity(usize::try_from(stamp.len).unwrap_or_default());
-        file.read_to_end(&mut bytes).map_err(io)?;
+        let (stamp, bytes) =
+            match read_unless_cached(&path, |stamp| self.cache().transcript(key, stamp)) {
+                Ok(Fresh::Missing) => return empty(),
+                Ok(Fresh::Cached(session)) => return Ok(session),
+                Ok(Fresh::Read(stamp, bytes)) => (stamp, bytes),
+                Err(source) => return Err(io(source)),
+            };
         let parsed = parse_transcript(&path, &bytes);
         let session = Arc::new(Session {
             key: key.clone(),
@@ -432,22 +419,13 @@ impl SessionStore {
             self.cache().forget_settings(key);
             Ok(SessionSettings::default())
         };
-        let stamp = match std::fs::metadata(&path) {
-            Ok(meta) => Stamp::of(&meta),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return defaults(),
-            Err(source) => return Err(io(source)),
-        };
-        if let Some(settings) = self.cache().settings(key, &stamp) {
-            return Ok(settings);
-        }
-        let mut file = match File::open(&path) {
-            Ok(file) => file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return defaults(),
-            Err(source) => return Err(io(source)),
-        };
-        let stamp = Stamp::of(&file.metadata().map_err(io)?);
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(io)?;
+        let (stamp, bytes) =
+            match read_unless_cached(&path, |stamp| self.cache().settings(key, stamp)) {
+                Ok(Fresh::Missing) => return defaults(),
+                Ok(Fresh::Cached(settings)) => return Ok(settings),
+                Ok(Fresh::Read(stamp, bytes)) => (stamp, bytes),
+                Err(source) => return Err(io(source)),
+            };
         let settings: SessionSettings =
             serde_json::from_slice(&bytes).map_err(|err| SessionError::BadSettings {
                 path: path.clone(),
@@ -873,6 +851,44 @@ pub(crate) struct ParsedTranscript {
 
 /// The records of a transcript file's bytes. Lines that do not parse (a torn last line after
 /// a crash, a hand edit gone wrong) are skipped with a warning naming `path`, never fatal.
+/// What [`read_unless_cached`] found.
+enum Fresh<T> {
+    Missing,
+    /// The cache's copy, made from the file as it is now.
+    Cached(T),
+    /// The file's bytes, and the version they were read from.
+    Read(Stamp, Vec<u8>),
+}
+
+/// The file at `path`, unless `cached` has a copy of the version on disk now.
+fn read_unless_cached<T>(
+    path: &Path,
+    cached: impl FnOnce(&Stamp) -> Option<T>,
+) -> std::io::Result<Fresh<T>> {
+    let missing = |err: &std::io::Error| err.kind() == std::io::ErrorKind::NotFound;
+    let stamp = match std::fs::metadata(path) {
+        Ok(meta) => Stamp::of(&meta),
+        Err(err) if missing(&err) => return Ok(Fresh::Missing),
+        Err(err) => return Err(err),
+    };
+    if let Some(copy) = cached(&stamp) {
+        return Ok(Fresh::Cached(copy));
+    }
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(err) if missing(&err) => return Ok(Fresh::Missing),
+        Err(err) => return Err(err),
+    };
+    // Stamped before reading: a write landing in between leaves the bytes newer than the
+    // stamp, so the next use reads again, never the other way round.
+    let stamp = Stamp::of(&file.metadata()?);
+    // Bytes, not a `String`: a crash mid-write can tear a multi-byte character, and that must
+    // cost only the torn line, not the whole file.
+    let mut bytes = Vec::with_capacity(usize::try_from(stamp.len).unwrap_or_default());
+    file.read_to_end(&mut bytes)?;
+    Ok(Fresh::Read(stamp, bytes))
+}
+
 pub(crate) fn parse_transcript(path: &Path, bytes: &[u8]) -> ParsedTranscript {
     let mut metadata = None;
     let mut entries = Vec::new();
