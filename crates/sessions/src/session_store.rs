@@ -467,7 +467,12 @@ impl SessionStore {
     ) -> Result<(), SessionError> {
         let mut line = serde_json::to_vec(compaction)?;
         line.push(b'\n');
-        let written = self.write_lines(key, &line, false)?;
+        let appended = ParsedTranscript {
+            metadata: None,
+            entries: Vec::new(),
+            compaction: Some(compaction.clone()),
+        };
+        let written = self.write_lines(key, &line, appended, false)?;
         self.sync_written(key, written)
     }
 
@@ -475,7 +480,8 @@ impl SessionStore {
     /// returns, with every earlier unsynced append, so what a run did survives a crash right
     /// after.
     pub fn append(&self, key: &SessionKey, entries: &[SessionEntry]) -> Result<(), SessionError> {
-        let written = self.write_lines(key, &self.lines(entries)?, true)?;
+        let (lines, appended) = self.lines(entries)?;
+        let written = self.write_lines(key, &lines, appended, true)?;
         self.sync_written(key, written)
     }
 
@@ -488,7 +494,8 @@ impl SessionStore {
         key: &SessionKey,
         entries: &[SessionEntry],
     ) -> Result<(), SessionError> {
-        let (file, stamp) = self.write_lines(key, &self.lines(entries)?, true)?;
+        let (lines, appended) = self.lines(entries)?;
+        let (file, stamp) = self.write_lines(key, &lines, appended, true)?;
         let write = self.group_commit()?.wrote();
         let earlier = self
             .unsynced
@@ -565,24 +572,34 @@ impl SessionStore {
         }
     }
 
-    /// The entries as the transcript's lines.
-    fn lines(&self, entries: &[SessionEntry]) -> Result<Vec<u8>, SessionError> {
+    /// The entries as the transcript's lines, and as a load would read those lines back.
+    fn lines(&self, entries: &[SessionEntry]) -> Result<(Vec<u8>, ParsedTranscript), SessionError> {
         let mut buf = Vec::new();
+        let mut stored = Vec::with_capacity(entries.len());
         for entry in entries {
-            serde_json::to_writer(&mut buf, &self.for_storage(entry)?)?;
+            let entry = self.for_storage(entry)?;
+            serde_json::to_writer(&mut buf, &entry)?;
             buf.push(b'\n');
+            stored.push(entry.into_owned());
         }
-        Ok(buf)
+        let appended = ParsedTranscript {
+            metadata: None,
+            entries: stored,
+            compaction: None,
+        };
+        Ok((buf, appended))
     }
 
     /// Writes `lines` (whole lines) at the end of `key`'s transcript, not synced, and keeps
-    /// the cached copy in step. With `create`, a missing transcript is created, and an empty
-    /// one (new, or left so by a crash right after creation) gets the metadata line first.
-    /// Returns the file written and its stamp before the write.
+    /// the cached copy in step with `appended`, what they hold (kept as is rather than parsed
+    /// back from the lines just written). With `create`, a missing transcript is created, and
+    /// an empty one (new, or left so by a crash right after creation) gets the metadata line
+    /// first. Returns the file written and its stamp before the write.
     fn write_lines(
         &self,
         key: &SessionKey,
         lines: &[u8],
+        mut appended: ParsedTranscript,
         create: bool,
     ) -> Result<(File, Stamp), SessionError> {
         let path = self.path(key);
@@ -618,6 +635,7 @@ impl SessionStore {
                 };
                 serde_json::to_writer(&mut buf, &meta)?;
                 buf.push(b'\n');
+                appended.metadata = Some(meta);
             }
         } else {
             let known = self.cache().ends_with_newline(key, &before);
@@ -642,9 +660,6 @@ impl SessionStore {
         let after = file.metadata().map(|meta| Stamp::of(&meta));
         match after {
             Ok(after) if after.follows(&before, buf.len()) => {
-                // Parsed as a load would parse the file: a new one whole, else what was added.
-                let appended =
-                    parse_transcript(&path, if before.len == 0 { &buf[..] } else { lines });
                 if before.len == 0 {
                     let session = Session {
                         key: key.clone(),
