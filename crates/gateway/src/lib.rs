@@ -17,15 +17,19 @@ mod access;
 mod approvals;
 mod approvals_api;
 mod auth;
+mod autonomous;
 mod bus;
 mod channel_supervisor;
 mod chat_input;
 mod chat_turn;
 mod gateway;
 mod gateway_agent;
+mod heartbeat;
+mod heartbeat_api;
 mod intake;
 mod journal;
 mod jsonl_file;
+mod last_chat;
 mod openai_api;
 mod openai_wire;
 mod outbox;
@@ -40,10 +44,16 @@ mod turns;
 pub use access::{Access, AccessDecision, AccessError, AccessRules};
 pub use approvals::{Answered, Approvals};
 pub use approvals_api::{PendingApproval, approval_routes};
+pub use autonomous::{Autonomous, AutonomousError, AutonomousRun, Delivery};
 pub use bus::{EventKind, OutboundBus, OutboundEvent, Outgoing, Sent, Subscription};
 pub use gateway::{Gateway, GatewayError, INBOX_FILE, OUTBOX_FILE};
 pub use gateway_agent::GatewayAgent;
+pub use heartbeat::{
+    AgentHeartbeat, Clock, HeartbeatOutcome, HeartbeatReport, Heartbeats, UnknownAgent,
+};
+pub use heartbeat_api::heartbeat_routes;
 pub use journal::{EntryId, Journal, JournalEntry, JournalError, Recorded};
+pub use last_chat::{LAST_CHATS_FILE, LastChats};
 pub use openai_api::{DEFAULT_MODEL_NAME, SESSION_HEADER, openai_routes};
 pub use outbox::{KEEP_FOR_SECS, Kept, KeptId, Outbox, OutboxError};
 pub use pairing::{

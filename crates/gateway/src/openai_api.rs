@@ -145,6 +145,7 @@ fn start_turn(
                 images: turn.images,
                 channel: None,
                 trace_id: None,
+                prompt_mode: nanocrab_core::PromptMode::Full,
             },
             with_model,
         })
