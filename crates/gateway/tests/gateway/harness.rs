@@ -40,6 +40,7 @@ pub struct Harness {
 /// A gateway running in the background.
 pub struct Running {
     pub turns: Turns,
+    pub heartbeats: nanocrab_gateway::Heartbeats,
     pub status: Arc<nanocrab_gateway::Status>,
     pub shutdown: CancellationToken,
     task: JoinHandle<()>,
@@ -237,10 +238,12 @@ impl Harness {
         let gateway = self.gateway();
         let shutdown = CancellationToken::new();
         let turns = gateway.turns().clone();
+        let heartbeats = gateway.heartbeats().clone();
         let status = Arc::clone(gateway.status());
         let task = tokio::spawn(gateway.run(shutdown.clone()));
         Running {
             turns,
+            heartbeats,
             status,
             shutdown,
             task,
