@@ -158,3 +158,56 @@ async fn a_tick_outside_the_active_hours_waits_for_the_window() {
     shutdown.cancel();
     task.await.unwrap();
 }
+
+#[tokio::test]
+async fn the_housekeeping_model_triages_first_and_a_clear_no_asks_the_agent_nothing() {
+    let mut harness = Harness::new().await;
+    harness.housekeeping = true;
+    harness.config.agents.defaults.heartbeat = heartbeat("0", "telegram:42");
+    tasks(&harness, "main", "- renew the passport in March\n");
+    let gateway = harness.start();
+
+    harness.mock.push(Reply::text("NO"));
+    assert_eq!(
+        gateway.heartbeats.run_now("main").await.unwrap(),
+        HeartbeatOutcome::NothingDue
+    );
+    harness.mock.push(Reply::text("YES"));
+    harness
+        .mock
+        .push(Reply::text("Renew the passport this month."));
+    assert_eq!(
+        gateway.heartbeats.run_now("main").await.unwrap(),
+        HeartbeatOutcome::Ran(Delivery::Sent {
+            chat: ChatRef {
+                channel: "telegram".to_owned(),
+                account: "default".to_owned(),
+                chat_id: "42".to_owned(),
+                thread_id: None,
+            },
+            text: "Renew the passport this month.".to_owned(),
+        })
+    );
+    let systems: Vec<String> = harness
+        .mock
+        .requests()
+        .iter()
+        .map(|r| {
+            r.body["system"].as_str().map_or_else(
+                || {
+                    r.body["system"][0]["text"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()
+                },
+                str::to_owned,
+            )
+        })
+        .collect();
+    let triage = nanocrab_core::heartbeat::TRIAGE_PROMPT;
+    // A fourth request, the housekeeping model titling the session, may follow the turn.
+    assert!(systems.len() >= 3, "{systems:?}");
+    assert_eq!((systems[0].as_str(), systems[1].as_str()), (triage, triage));
+    assert!(systems[2].starts_with("You are nanocrab"), "{}", systems[2]);
+    gateway.stop().await;
+}
