@@ -78,6 +78,7 @@ impl Autonomous {
             session: session.clone(),
             input,
             with_model: None,
+            housekeeping: false,
         })?;
         // The turn's events reach observers through the bus; nobody here reads them.
         drop(ticket.events);

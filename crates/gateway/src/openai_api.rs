@@ -148,6 +148,7 @@ fn start_turn(
                 prompt_mode: nanocrab_core::PromptMode::Full,
             },
             with_model,
+            housekeeping: true,
         })
         .map_err(|err| match err {
             SubmitError::QueueFull { .. } => WireError {
