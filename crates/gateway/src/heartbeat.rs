@@ -194,19 +194,31 @@ impl Heartbeats {
     }
 }
 
-/// The last reply of earlier runs kept for the next one, in characters.
-const LAST_REPLY_CHARS: usize = 1_000;
-
 /// Leaves the earlier runs of the heartbeat `session` out of the next one's history, but for
-/// its last reply: otherwise the session would grow by a turn every tick, and each tick's
-/// prompt with it. The reply stays so that the model does not say the same thing again.
+/// the last reply: otherwise the session would grow by a turn every tick, and each tick's
+/// prompt with it. The reply stays, as the model's own message, so that it does not say the
+/// same thing again.
 fn fresh_start(agent: &Agent, session: &SessionKey) -> Result<(), nanocrab_sessions::SessionError> {
     let store = agent.store();
     if !store.exists(session) {
         return Ok(());
     }
     let transcript = store.load(session)?;
-    let through = transcript.entries.len();
+    let entries = transcript.entries.len();
+    let replied = transcript.entries.last().is_some_and(|entry| {
+        let message = entry.message();
+        message.role == nanocrab_schema::Role::Assistant
+            && message.tool_calls().next().is_none()
+            && !message.text().trim().is_empty()
+    });
+    let (through, summary) = if replied {
+        (
+            entries - 1,
+            "Earlier heartbeat checks are left out; your reply to the last one follows.",
+        )
+    } else {
+        (entries, "Earlier heartbeat checks are left out.")
+    };
     if transcript
         .compaction
         .as_ref()
@@ -214,28 +226,9 @@ fn fresh_start(agent: &Agent, session: &SessionKey) -> Result<(), nanocrab_sessi
     {
         return Ok(());
     }
-    let last = transcript
-        .entries
-        .iter()
-        .rev()
-        .map(nanocrab_sessions::SessionEntry::message)
-        .find(|m| m.role == nanocrab_schema::Role::Assistant && !m.text().trim().is_empty())
-        .map(|m| {
-            m.text()
-                .trim()
-                .chars()
-                .take(LAST_REPLY_CHARS)
-                .collect::<String>()
-        });
-    let summary = match last {
-        Some(reply) => {
-            format!("Earlier heartbeat checks are left out. The last reply was:\n{reply}")
-        }
-        None => "Earlier heartbeat checks are left out.".to_owned(),
-    };
     store.append_compaction(
         session,
-        &nanocrab_sessions::Compaction::new(through, summary),
+        &nanocrab_sessions::Compaction::new(through, summary.to_owned()),
     )
 }
 

@@ -85,7 +85,37 @@ async fn one_run_at_a_time_and_its_reply_goes_to_the_last_direct_chat() {
         "no agent `nobody`; known: main"
     );
     // Three model requests: two heartbeats and the chat; the busy one asked nothing.
-    assert_eq!(harness.mock.requests().len(), 3);
+    let requests = harness.mock.requests();
+    assert_eq!(requests.len(), 3);
+    // The second heartbeat sees the first one's reply, not the whole run.
+    let texts: Vec<(String, String)> = requests[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| {
+            let text = message["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|block| block["text"].as_str())
+                .collect();
+            (message["role"].as_str().unwrap().to_owned(), text)
+        })
+        .collect();
+    let prompt = nanocrab_core::heartbeat::heartbeat_prompt("- water the plants");
+    assert_eq!(
+        texts,
+        [
+            (
+                "user".to_owned(),
+                "[Summary of the earlier conversation; the whole of it is in the transcript]\n\
+                 Earlier heartbeat checks are left out; your reply to the last one follows.\n\n"
+                    .to_owned()
+            ),
+            ("assistant".to_owned(), "Water the plants.".to_owned()),
+            ("user".to_owned(), prompt),
+        ]
+    );
     shutdown.cancel();
     task.await.unwrap();
 }
