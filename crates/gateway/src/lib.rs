@@ -9,6 +9,10 @@
 //! order per chat, keeping in the [`Outbox`] what cannot be sent; anyone else may subscribe
 //! to watch. [`Status`] counts what happens for `GET /status`; [`server`] is the HTTP side.
 //!
+//! On its own, the [`Heartbeats`] tick each agent's `HEARTBEAT.md`: an [`Autonomous`] run goes
+//! through the same [`Turns`] and publishes its reply on the same bus, to the chat its target
+//! names ([`LastChats`] remembers where each agent's user last wrote directly).
+//!
 //! Each stage is a module that knows only the stages after it: `intake` → `turns` →
 //! `chat_turn` → `bus`, and `sender` → `outbox`/`journal`; the HTTP modules (`server`,
 //! `auth`, `openai_api`, `approvals_api`) sit on top and nothing below imports them.
