@@ -238,9 +238,12 @@ async fn tick(shared: Arc<Shared>, id: String, schedule: Schedule, stop: Cancell
         return;
     };
     let mut runs = JoinSet::new();
+    // The tick fired last: a timer that wakes a little before the wall clock reaches a tick
+    // must not find the same tick next again.
+    let mut fired: Option<Timestamp> = None;
     loop {
         let now = (shared.clock)();
-        let next = schedule.next_after(now);
+        let next = schedule.next_after(fired.map_or(now, |fired| fired.max(now)));
         *beat.next.lock().unwrap_or_else(PoisonError::into_inner) = next;
         let Some(next) = next else {
             tracing::warn!(agent = %id, "heartbeat: no tick of every {}s falls inside activeHours; it never runs", schedule.every.as_secs());
@@ -251,6 +254,7 @@ async fn tick(shared: Arc<Shared>, id: String, schedule: Schedule, stop: Cancell
             () = stop.cancelled() => break,
             () = tokio::time::sleep(wait) => {}
         }
+        fired = Some(next);
         // A run takes as long as its turn; the next tick is not held up by it.
         match Arc::clone(&beat.running).try_lock_owned() {
             Ok(guard) => {
