@@ -46,13 +46,18 @@ pub fn triage_says_due(answer: &str) -> bool {
     !word.eq_ignore_ascii_case("no")
 }
 
-/// The tasks of a `HEARTBEAT.md`: its text without HTML comments, trimmed, or `None` when
-/// no task is left — only blank lines, headings, thematic breaks and list items with nothing
-/// in them (`-`, `* [ ]`, `1.`). A comment runs to `-->`, or to the end when unclosed, as in
-/// HTML.
+/// The guidance the template of earlier versions had as a paragraph (now a comment): in a
+/// workspace made by one of them it is still there, and is no task either.
+const EARLIER_GUIDANCE: &str = "Checked periodically by the gateway. List tasks to look at on each check, one per line, for\nexample \"- every morning: summarise today's calendar\". Leave the list empty to skip checks.";
+
+/// The tasks of a `HEARTBEAT.md`: its text without HTML comments (nor the guidance earlier
+/// templates wrote), trimmed, or `None` when no task is left — only blank lines, headings,
+/// thematic breaks and list items with nothing in them (`-`, `* [ ]`, `1.`). A comment runs
+/// to `-->`, or to the end when unclosed, as in HTML.
 pub fn heartbeat_tasks(text: &str) -> Option<String> {
+    let text = text.replace("\r\n", "\n").replace(EARLIER_GUIDANCE, "");
     let mut visible = String::with_capacity(text.len());
-    let mut rest = text;
+    let mut rest = text.as_str();
     while let Some(start) = rest.find("<!--") {
         visible.push_str(&rest[..start]);
         rest = match rest[start + 4..].find("-->") {
@@ -141,6 +146,8 @@ mod tests {
             "# Tasks\n<!--\n- water the plants\n-->\n- \n* [ ]\n+ [x]\n1.\n2)\n---\n* * *\n",
             "# Tasks\n<!-- never closed\n- water the plants\n",
             include_str!("../templates/HEARTBEAT.md"),
+            // What `onboard` wrote before the guidance became a comment.
+            "# Heartbeat\n\nChecked periodically by the gateway. List tasks to look at on each check, one per line, for\nexample \"- every morning: summarise today's calendar\". Leave the list empty to skip checks.\n\n## Tasks\n",
         ];
         let found: Vec<Option<String>> = empty.iter().map(|t| heartbeat_tasks(t)).collect();
         assert_eq!(found, vec![None; empty.len()]);
@@ -162,6 +169,10 @@ mod tests {
             ("-not a list marker", "-not a list marker"),
             ("#hashtag is text", "#hashtag is text"),
             ("a <!-- b --> c", "a  c"),
+            (
+                "# Heartbeat\r\n\r\nChecked periodically by the gateway. List tasks to look at on each check, one per line, for\r\nexample \"- every morning: summarise today's calendar\". Leave the list empty to skip checks.\r\n\r\n## Tasks\r\n- call mum\r\n",
+                "# Heartbeat\n\n\n\n## Tasks\n- call mum",
+            ),
         ];
         let found: Vec<Option<String>> = cases.iter().map(|(t, _)| heartbeat_tasks(t)).collect();
         let wanted: Vec<Option<String>> = cases
