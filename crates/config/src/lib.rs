@@ -3,6 +3,7 @@
 
 mod channels;
 mod error;
+mod heartbeat;
 #[cfg(feature = "http")]
 pub mod http;
 mod load;
@@ -13,6 +14,10 @@ mod write;
 
 pub use channels::*;
 pub use error::ConfigError;
+pub use heartbeat::{
+    ActiveHours, ActiveWindow, DeliveryTarget, HeartbeatConfig, HeartbeatPlan, Schedule,
+    parse_interval,
+};
 pub use load::{Loaded, did_you_mean, load, migrate, parse};
 pub use paths::{Paths, expand_home};
 pub use routing::*;

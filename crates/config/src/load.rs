@@ -464,6 +464,16 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
             "0 is too small; allowed: at least 1 (seconds)".to_owned(),
         ));
     }
+    let heartbeats = std::iter::once(("agents.defaults.heartbeat".to_owned(), &defaults.heartbeat))
+        .chain(config.agents.entries.iter().filter_map(|(id, entry)| {
+            let heartbeat = entry.heartbeat.as_ref()?;
+            Some((format!("agents.entries.{id}.heartbeat"), heartbeat))
+        }));
+    for (key, heartbeat) in heartbeats {
+        heartbeat
+            .plan()
+            .map_err(|(field, message)| invalid(&format!("{key}.{field}"), message))?;
+    }
     validate_routing(config).map_err(|(key, message)| invalid(&key, message))?;
     config
         .models
@@ -608,7 +618,7 @@ mod tests {
         );
         assert_eq!(
             error(r#"{"agents": {"defaults": {"zzz": 1}}}"#),
-            "/h/config.json: unknown key `agents.defaults.zzz` (valid keys here: workspace, model, maxTokens, temperature, maxToolIterations, contextWindowTokens, fallbackModels, housekeepingModel)"
+            "/h/config.json: unknown key `agents.defaults.zzz` (valid keys here: workspace, model, maxTokens, temperature, maxToolIterations, contextWindowTokens, fallbackModels, housekeepingModel, heartbeat)"
         );
         assert_eq!(
             error(r#"{"providers": {"openai": {"apikey": "sk-secret"}}}"#),

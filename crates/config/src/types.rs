@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::channels::ChannelsConfig;
+use crate::heartbeat::HeartbeatConfig;
 use crate::routing::{Binding, SessionConfig};
 
 /// The version this build writes and reads natively; older files are migrated on load.
@@ -556,6 +557,10 @@ impl AgentsConfig {
                 .housekeeping_model
                 .clone()
                 .or_else(|| d.housekeeping_model.clone()),
+            heartbeat: entry
+                .heartbeat
+                .clone()
+                .unwrap_or_else(|| d.heartbeat.clone()),
         })
     }
 
@@ -590,6 +595,9 @@ pub struct AgentEntry {
     pub context_window_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<ToolsConfig>,
+    /// Replaces `agents.defaults.heartbeat` as a whole for this agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<HeartbeatConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -621,6 +629,9 @@ pub struct AgentDefaults {
     /// tokens. Unset: `model` does them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub housekeeping_model: Option<String>,
+    /// The periodic look at HEARTBEAT.md in `nanocrab gateway`.
+    #[serde(default)]
+    pub heartbeat: HeartbeatConfig,
 }
 
 impl Default for AgentDefaults {
@@ -634,6 +645,7 @@ impl Default for AgentDefaults {
             context_window_tokens: default_context_window_tokens(),
             fallback_models: Vec::new(),
             housekeeping_model: None,
+            heartbeat: HeartbeatConfig::default(),
         }
     }
 }

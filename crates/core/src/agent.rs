@@ -52,6 +52,9 @@ pub struct UserInput {
     pub channel: Option<ChannelInfo>,
     /// Ties this run to what caused it (an inbound message, a parent run); fresh if unset.
     pub trace_id: Option<TraceId>,
+    /// How much of the workspace the system prompt carries: `Minimal` for an autonomous run
+    /// (a heartbeat) whose message brings the one file it needs.
+    pub prompt_mode: PromptMode,
 }
 
 impl From<&str> for UserInput {
@@ -61,6 +64,7 @@ impl From<&str> for UserInput {
             images: Vec::new(),
             channel: None,
             trace_id: None,
+            prompt_mode: PromptMode::Full,
         }
     }
 }
@@ -221,6 +225,18 @@ impl Agent {
     pub fn with_housekeeping(mut self, model: nanocrab_provider::ResolvedModel) -> Self {
         self.housekeeper = Some(Housekeeper::new(model));
         self
+    }
+
+    /// Asks the housekeeping model one question without tools (`system`, then `question`);
+    /// `None` when the agent has no housekeeping model, so the caller decides without one.
+    pub async fn ask_housekeeper(
+        &self,
+        system: &str,
+        question: String,
+        max_tokens: u32,
+    ) -> Option<Result<String, ProviderError>> {
+        let housekeeper = self.housekeeper.as_ref()?;
+        Some(housekeeper.ask(system, question, max_tokens).await)
     }
 
     /// Has the housekeeping model title the session once its first question is answered;
@@ -437,6 +453,7 @@ impl Agent {
             None
         };
         let channel = input.channel.clone();
+        let prompt_mode = input.prompt_mode;
         let user = input.message();
         // Committed with the answer: until then the gateway's journal holds the message, and a
         // crash before the answer runs the turn again.
@@ -446,7 +463,7 @@ impl Agent {
 
         let profile = self.models.primary().profile;
         let registry = self.current_tools();
-        let (system, tools) = self.prompt_and_tools(&registry, rag, channel.as_ref());
+        let (system, tools) = self.prompt_and_tools(&registry, rag, channel.as_ref(), prompt_mode);
         let mut budget = Budget::new(
             counter,
             &system,
@@ -572,6 +589,7 @@ impl Agent {
         registry: &'r ToolRegistry,
         rag: bool,
         channel: Option<&ChannelInfo>,
+        mode: PromptMode,
     ) -> (String, &'r [ToolDef]) {
         let profile = self.models.primary().profile;
         let (tool_names, tools) = if profile.tools {
@@ -586,6 +604,8 @@ impl Agent {
             .with_memory_provenance(self.provenance.clone());
         if profile.compact_prompt {
             context = context.with_mode(PromptMode::Minimal);
+        } else if mode != PromptMode::Full {
+            context = context.with_mode(mode);
         }
         let system = context.build(&tool_names, channel, &RuntimeInfo::current());
         (system, tools)

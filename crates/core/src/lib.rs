@@ -5,6 +5,7 @@ mod budget;
 mod compaction;
 mod consolidation;
 mod context;
+pub mod heartbeat;
 mod housekeeping;
 mod retrieval;
 pub mod workspace;

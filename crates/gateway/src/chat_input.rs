@@ -62,6 +62,7 @@ pub(crate) async fn user_input(
             chat_id: m.chat_id.clone(),
         }),
         trace_id: None,
+        prompt_mode: nanocrab_core::PromptMode::Full,
     }
 }
 

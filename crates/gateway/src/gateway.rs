@@ -23,12 +23,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::access::Access;
 use crate::approvals::Approvals;
+use crate::autonomous::Autonomous;
 use crate::bus::{EventKind, OutboundBus, Subscription};
 use crate::channel_supervisor::supervise;
 use crate::chat_turn::ChatTurns;
 use crate::gateway_agent::GatewayAgent;
+use crate::heartbeat::{AgentHeartbeat, Clock, Heartbeats};
 use crate::intake::Intake;
 use crate::journal::{Journal, JournalEntry, JournalError};
+use crate::last_chat::{LAST_CHATS_FILE, LastChats};
 use crate::outbox::{Kept, Outbox, OutboxError};
 use crate::router::Router;
 use crate::sender::ChannelSender;
@@ -65,6 +68,8 @@ pub enum GatewayError {
     MissingAgent { agent_id: String, needed_by: String },
     #[error("the channel {channel} (account {account}) is given twice")]
     DuplicateChannel { channel: String, account: String },
+    #[error("`{key}`: {message}")]
+    Heartbeat { key: String, message: String },
 }
 
 pub struct Gateway {
@@ -78,6 +83,7 @@ pub struct Gateway {
     outgoing: Subscription,
     kept: Vec<Kept>,
     grace: Duration,
+    heartbeats: Heartbeats,
 }
 
 impl Gateway {
@@ -157,14 +163,56 @@ impl Gateway {
             status: Arc::clone(&status),
             approvals: Arc::clone(&approvals),
         };
+        let mut beats = BTreeMap::new();
+        for (id, agent) in &agents {
+            // An agent the config does not list (one built in code) follows the defaults.
+            let (key, settings) = match config.agents.entries.get(id) {
+                Some(entry) if entry.heartbeat.is_some() => (
+                    format!("agents.entries.{id}.heartbeat"),
+                    config.agents.settings(id),
+                ),
+                Some(_) | None => (
+                    "agents.defaults.heartbeat".to_owned(),
+                    Some(config.agents.defaults.clone()),
+                ),
+            };
+            let heartbeat = settings.map(|s| s.heartbeat).unwrap_or_default();
+            let plan = heartbeat
+                .plan()
+                .map_err(|(field, message)| GatewayError::Heartbeat {
+                    key: format!("{key}.{field}"),
+                    message,
+                })?;
+            beats.insert(
+                id.clone(),
+                AgentHeartbeat {
+                    plan,
+                    workspace: agent.workspace.clone(),
+                    agent: Arc::clone(&agent.agent),
+                },
+            );
+        }
+        let last_chats = Arc::new(LastChats::open(&state_dir.join(LAST_CHATS_FILE)));
+        let turns = Turns::new(&config.gateway, agents, chats);
+        let autonomous = Autonomous {
+            turns: turns.clone(),
+            bus: bus.clone(),
+            last_chats: Arc::clone(&last_chats),
+            channels: channels
+                .iter()
+                .map(|c| (c.name().to_owned(), c.account().to_owned()))
+                .collect(),
+        };
+        let heartbeats = Heartbeats::new(beats, autonomous, Arc::new(jiff::Timestamp::now));
         let intake = Intake {
             access,
             approvals,
             journal,
             router: Router::new(&config.bindings, &config.session),
-            turns: Turns::new(&config.gateway, agents, chats),
+            turns,
             bus,
             status,
+            last_chats,
         };
         Ok(Self {
             _lock: lock,
@@ -175,7 +223,20 @@ impl Gateway {
             outgoing,
             kept,
             grace: Duration::from_secs(config.gateway.shutdown_grace),
+            heartbeats,
         })
+    }
+
+    /// The heartbeats read `clock` instead of the system's: for tests, which then need not
+    /// wait for the wall clock's ticks. Call before [`Gateway::heartbeats`] is cloned.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.heartbeats = self.heartbeats.with_clock(clock);
+        self
+    }
+
+    /// Every agent's heartbeat: next ticks, and a run now.
+    pub fn heartbeats(&self) -> &Heartbeats {
+        &self.heartbeats
     }
 
     /// The scheduler, for the HTTP API's turns.
@@ -198,9 +259,18 @@ impl Gateway {
             outgoing,
             kept,
             grace,
+            heartbeats,
         } = self;
         let (sender_stop, stopped) = oneshot::channel();
         let sending = tokio::spawn(sender.run(outgoing, kept, stopped));
+        // Stopped with the shutdown: no tick starts a run after it.
+        let beating = tokio::spawn(heartbeats.run(shutdown.clone()));
+        let last_chats = Arc::clone(&intake.last_chats);
+        let last_chats_stop = CancellationToken::new();
+        let writing = tokio::spawn({
+            let stop = last_chats_stop.clone();
+            async move { last_chats.keep_written(stop).await }
+        });
         if !replay.is_empty() {
             tracing::info!(
                 "{} messages from before the last stop are answered first",
@@ -257,6 +327,12 @@ impl Gateway {
         }
         if let Err(err) = intake.journal.sync() {
             tracing::error!("{err}");
+        }
+        last_chats_stop.cancel();
+        for (what, task) in [("heartbeat", beating), ("last-chat writer", writing)] {
+            if let Err(err) = task.await {
+                tracing::error!("the {what} task failed: {err}");
+            }
         }
     }
 }

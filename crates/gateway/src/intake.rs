@@ -10,12 +10,13 @@
 use std::sync::Arc;
 
 use nanocrab_channels::Delivery;
-use nanocrab_schema::{InboundMessage, OutboundMessage};
+use nanocrab_schema::{ChatType, InboundMessage, OutboundMessage};
 
 use crate::access::{Access, AccessDecision};
 use crate::approvals::Approvals;
 use crate::bus::{OutboundBus, OutboundEvent, Outgoing};
 use crate::journal::{EntryId, Journal, JournalEntry, Recorded};
+use crate::last_chat::LastChats;
 use crate::replies::{APOLOGY, BUSY, NOT_STORED, answer_to};
 use crate::router::Router;
 use crate::status::{Event, Status};
@@ -30,6 +31,8 @@ pub(crate) struct Intake {
     pub(crate) turns: Turns,
     pub(crate) bus: OutboundBus,
     pub(crate) status: Arc<Status>,
+    /// Where each agent's user last wrote directly, for autonomous replies.
+    pub(crate) last_chats: Arc<LastChats>,
 }
 
 impl Intake {
@@ -143,6 +146,9 @@ impl Intake {
                 return self.refuse(&entry, APOLOGY);
             }
         };
+        if entry.message.chat_type == ChatType::Dm {
+            self.last_chats.note(&route.agent_id, entry.message.chat());
+        }
         let (err, entry) = match self.turns.submit_message(route, Box::new(entry)) {
             Ok(()) => return,
             Err(refused) => refused,

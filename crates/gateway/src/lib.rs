@@ -9,6 +9,10 @@
 //! order per chat, keeping in the [`Outbox`] what cannot be sent; anyone else may subscribe
 //! to watch. [`Status`] counts what happens for `GET /status`; [`server`] is the HTTP side.
 //!
+//! On its own, the [`Heartbeats`] tick each agent's `HEARTBEAT.md`: an [`Autonomous`] run goes
+//! through the same [`Turns`] and publishes its reply on the same bus, to the chat its target
+//! names ([`LastChats`] remembers where each agent's user last wrote directly).
+//!
 //! Each stage is a module that knows only the stages after it: `intake` → `turns` →
 //! `chat_turn` → `bus`, and `sender` → `outbox`/`journal`; the HTTP modules (`server`,
 //! `auth`, `openai_api`, `approvals_api`) sit on top and nothing below imports them.
@@ -17,15 +21,19 @@ mod access;
 mod approvals;
 mod approvals_api;
 mod auth;
+mod autonomous;
 mod bus;
 mod channel_supervisor;
 mod chat_input;
 mod chat_turn;
 mod gateway;
 mod gateway_agent;
+mod heartbeat;
+mod heartbeat_api;
 mod intake;
 mod journal;
 mod jsonl_file;
+mod last_chat;
 mod openai_api;
 mod openai_wire;
 mod outbox;
@@ -40,10 +48,16 @@ mod turns;
 pub use access::{Access, AccessDecision, AccessError, AccessRules};
 pub use approvals::{Answered, Approvals};
 pub use approvals_api::{PendingApproval, approval_routes};
+pub use autonomous::{Autonomous, AutonomousError, AutonomousRun, Delivery};
 pub use bus::{EventKind, OutboundBus, OutboundEvent, Outgoing, Sent, Subscription};
 pub use gateway::{Gateway, GatewayError, INBOX_FILE, OUTBOX_FILE};
 pub use gateway_agent::GatewayAgent;
+pub use heartbeat::{
+    AgentHeartbeat, Clock, HeartbeatOutcome, HeartbeatReport, Heartbeats, UnknownAgent,
+};
+pub use heartbeat_api::heartbeat_routes;
 pub use journal::{EntryId, Journal, JournalEntry, JournalError, Recorded};
+pub use last_chat::{LAST_CHATS_FILE, LastChats};
 pub use openai_api::{DEFAULT_MODEL_NAME, SESSION_HEADER, openai_routes};
 pub use outbox::{KEEP_FOR_SECS, Kept, KeptId, Outbox, OutboxError};
 pub use pairing::{

@@ -145,8 +145,10 @@ fn start_turn(
                 images: turn.images,
                 channel: None,
                 trace_id: None,
+                prompt_mode: nanocrab_core::PromptMode::Full,
             },
             with_model,
+            housekeeping: true,
         })
         .map_err(|err| match err {
             SubmitError::QueueFull { .. } => WireError {

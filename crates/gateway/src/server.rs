@@ -39,6 +39,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Token, require_auth};
+use crate::heartbeat::{HeartbeatReport, Heartbeats};
 use crate::status::{ChannelReport, MessageCounts, Status};
 use crate::turns::{SessionActivity, Turns};
 
@@ -74,6 +75,7 @@ struct Shared {
     status: Arc<Status>,
     token: Option<Token>,
     with_model: std::sync::OnceLock<ModelBuilder>,
+    heartbeats: std::sync::OnceLock<Heartbeats>,
 }
 
 /// Builds agent `.0` (an id) with model `.1` (`provider/model`), for API requests that name a
@@ -89,6 +91,7 @@ impl ServerState {
                 status,
                 token: Token::from_config(config.auth.token.as_deref()),
                 with_model: std::sync::OnceLock::new(),
+                heartbeats: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -97,6 +100,13 @@ impl ServerState {
     pub fn with_model_builder(self, builder: ModelBuilder) -> Self {
         // Set once, while the state is being built.
         let _ = self.shared.with_model.set(builder);
+        self
+    }
+
+    /// Shows the agents' heartbeats in `/status`.
+    pub fn with_heartbeats(self, heartbeats: Heartbeats) -> Self {
+        // Set once, while the state is being built.
+        let _ = self.shared.heartbeats.set(heartbeats);
         self
     }
 
@@ -184,6 +194,8 @@ pub struct StatusReport {
     /// Sessions with a turn running or waiting.
     pub sessions: Vec<SessionActivity>,
     pub messages: MessageCounts,
+    /// Each agent's heartbeat and its next tick.
+    pub heartbeats: Vec<HeartbeatReport>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -212,5 +224,11 @@ async fn status(State(state): State<ServerState>) -> Json<StatusReport> {
         },
         sessions,
         messages: status.messages(),
+        heartbeats: state
+            .shared
+            .heartbeats
+            .get()
+            .map(Heartbeats::reports)
+            .unwrap_or_default(),
     })
 }

@@ -33,6 +33,7 @@
 //!     session,
 //!     input: "hi".into(),
 //!     with_model: None,
+//!     housekeeping: true,
 //! };
 //! let mut ticket = turns.submit(request)?; // SubmitError::QueueFull → 429
 //! while let Some(event) = ticket.events.recv().await {
@@ -84,6 +85,10 @@ pub struct TurnRequest {
     /// The agent built with another model (an API request naming `provider/model`), run in
     /// `agent_id`'s place for this turn; the session and its queue stay the same.
     pub with_model: Option<Arc<Agent>>,
+    /// After the turn, consolidate the session into memory when due and title it, as a chat's
+    /// turn does. Off for autonomous runs: their transcript is no conversation with the user,
+    /// and would cost a model call every few runs.
+    pub housekeeping: bool,
 }
 
 /// A submitted [`TurnRequest`]: its events as they happen, and its outcome.
@@ -185,6 +190,7 @@ struct ApiJob {
     agent_id: String,
     with_model: Option<Arc<Agent>>,
     input: UserInput,
+    housekeeping: bool,
     events: mpsc::UnboundedSender<AgentEvent>,
     outcome: oneshot::Sender<Result<TurnOutcome, AgentError>>,
 }
@@ -231,6 +237,7 @@ impl Turns {
             agent_id: request.agent_id.clone(),
             with_model: request.with_model,
             input: request.input,
+            housekeeping: request.housekeeping,
             events,
             outcome,
         };
@@ -452,6 +459,7 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
         Batch::Request(ApiJob {
             with_model,
             input,
+            housekeeping,
             events,
             outcome,
             ..
@@ -478,6 +486,9 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
             shared.chats.status.count(event);
             drop(events);
             let _ = outcome.send(result);
+            if !housekeeping {
+                return;
+            }
             agent
         }
     };

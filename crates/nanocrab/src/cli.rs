@@ -34,8 +34,13 @@ pub enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
-    /// Show the config, workspace, model and providers in use.
+    /// Show the config, workspace, model, heartbeats and providers in use.
     Status,
+    /// The periodic look at HEARTBEAT.md that `nanocrab gateway` runs.
+    Heartbeat {
+        #[command(subcommand)]
+        command: HeartbeatCommand,
+    },
     /// Tokens and estimated cost per model and per session, from the transcripts.
     Usage(UsageArgs),
     /// The LLM providers nanocrab knows.
@@ -141,6 +146,16 @@ pub enum SessionsCommand {
     },
     /// Archive a session's transcript so its next turn starts fresh.
     Reset { key: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HeartbeatCommand {
+    /// Ask the running gateway to fire an agent's heartbeat now, and say what came of it.
+    Run {
+        /// The agent (`main` or an agents.entries id).
+        #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
+        agent: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

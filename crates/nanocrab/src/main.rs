@@ -25,7 +25,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, ConfigCommand, ProvidersCommand, SecurityCommand};
+use crate::cli::{
+    Cli, Command, ConfigCommand, HeartbeatCommand, ProvidersCommand, SecurityCommand,
+};
 
 fn main() -> ExitCode {
     // The exec sandbox's launcher restricts this very process and then execs the command, so
@@ -95,6 +97,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Gateway => commands::gateway::run(&env),
         Command::Sessions { command } => commands::sessions::run(&env, command),
         Command::Status => commands::status::run(&env),
+        Command::Heartbeat {
+            command: HeartbeatCommand::Run { agent },
+        } => commands::heartbeat::run(&env, &agent),
         Command::Usage(args) => commands::usage::run(&env, args),
         Command::Providers {
             command: ProvidersCommand::List,

@@ -13,6 +13,7 @@ fn request(session: &str, text: &str) -> TurnRequest {
         session: SessionKey::parse(session).unwrap(),
         input: UserInput::from(text),
         with_model: None,
+        housekeeping: true,
     }
 }
 

@@ -35,11 +35,14 @@ pub struct Harness {
     pub access: Option<Access>,
     /// The bus every gateway of this harness publishes on; tests subscribe to watch.
     pub bus: OutboundBus,
+    /// The agents have a housekeeping model: the mock LLM too.
+    pub housekeeping: bool,
 }
 
 /// A gateway running in the background.
 pub struct Running {
     pub turns: Turns,
+    pub heartbeats: nanocrab_gateway::Heartbeats,
     pub status: Arc<nanocrab_gateway::Status>,
     pub shutdown: CancellationToken,
     task: JoinHandle<()>,
@@ -82,6 +85,7 @@ impl Harness {
             agent_ids: vec!["main".to_owned()],
             access: None,
             bus: OutboundBus::new(),
+            housekeeping: false,
         }
     }
 
@@ -152,6 +156,7 @@ impl Harness {
         .unwrap();
         let workspace = self.workspace(id);
         std::fs::create_dir_all(&workspace).unwrap();
+        let housekeeping = self.housekeeping.then(|| model.clone());
         let agent = Agent::new(
             ModelChain::new(model, Vec::new()),
             nanocrab_tools::ToolRegistry::new(),
@@ -164,6 +169,10 @@ impl Harness {
                 context_window_tokens: 65_536,
             },
         );
+        let agent = match housekeeping {
+            Some(model) => agent.with_housekeeping(model),
+            None => agent,
+        };
         GatewayAgent {
             agent: Arc::new(agent),
             workspace,
@@ -237,10 +246,12 @@ impl Harness {
         let gateway = self.gateway();
         let shutdown = CancellationToken::new();
         let turns = gateway.turns().clone();
+        let heartbeats = gateway.heartbeats().clone();
         let status = Arc::clone(gateway.status());
         let task = tokio::spawn(gateway.run(shutdown.clone()));
         Running {
             turns,
+            heartbeats,
             status,
             shutdown,
             task,

@@ -5,6 +5,7 @@ mod api;
 mod chat_turns;
 mod fake_channel;
 mod harness;
+mod heartbeat;
 mod lifecycle;
 mod module_graph;
 mod outbound;

@@ -20,7 +20,8 @@ async fn serve(config: &GatewayConfig, gateway: &Running) -> (SocketAddr, Cancel
         config,
         gateway.turns.clone(),
         std::sync::Arc::clone(&gateway.status),
-    );
+    )
+    .with_heartbeats(gateway.heartbeats.clone());
     let api = axum::Router::new().route("/v1/ping", get(|| async { "pong" }));
     let listener = server::bind(config).await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -105,6 +106,9 @@ async fn health_is_open_and_status_needs_the_token_in_the_header() {
     );
     let (status, mut report) = get_path(address, "/status", Some(TOKEN)).await;
     report["uptimeSeconds"] = json!(0);
+    // The next tick depends on the wall clock.
+    let next = report["heartbeats"][0]["next"].take();
+    assert!(next.is_string(), "{next}");
     assert_eq!(
         (status, report),
         (
@@ -117,7 +121,9 @@ async fn health_is_open_and_status_needs_the_token_in_the_header() {
                 "turns": {"running": 0, "queued": 0, "finished": 1, "failed": 0},
                 "sessions": [],
                 "messages": {"received": 1, "ignored": 0, "denied": 0, "duplicates": 0,
-                             "refused": 0, "kept": 0}
+                             "refused": 0, "kept": 0},
+                "heartbeats": [{"agent": "main", "everySeconds": 1800, "next": null,
+                                "running": false}]
             })
         )
     );

@@ -51,6 +51,7 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
                 images,
                 channel: None,
                 trace_id: None,
+                prompt_mode: nanocrab_core::PromptMode::Full,
             };
             let outcome =
                 runtime.block_on(interruptible_turn(&agent, &key, input, &mut printer))?;

@@ -120,8 +120,14 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             Arc::clone(gateway.status()),
         );
         let app = server::app(
-            state.with_model_builder(model_builder),
-            nanocrab_gateway::openai_routes().merge(nanocrab_gateway::approval_routes(approvals)),
+            state
+                .with_model_builder(model_builder)
+                .with_heartbeats(gateway.heartbeats().clone()),
+            nanocrab_gateway::openai_routes()
+                .merge(nanocrab_gateway::approval_routes(approvals))
+                .merge(nanocrab_gateway::heartbeat_routes(
+                    gateway.heartbeats().clone(),
+                )),
         );
         let shutdown = CancellationToken::new();
         let http = tokio::spawn(server::serve(listener, app, shutdown.clone()));

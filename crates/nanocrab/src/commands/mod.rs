@@ -5,6 +5,7 @@ pub mod agent;
 pub mod agents;
 pub mod audit;
 pub mod gateway;
+pub mod heartbeat;
 pub mod memory;
 pub mod models;
 pub mod onboard;

@@ -79,6 +79,14 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         )?;
     }
     outln!("sessions   {}", env.paths.sessions_dir().display())?;
+    let now = jiff::Timestamp::now();
+    for id in config.agents.ids() {
+        let heartbeat = config.agents.settings(id).unwrap_or_default().heartbeat;
+        outln!(
+            "heartbeat  {id}: {}",
+            heartbeat_line(&heartbeat, &env.agent_workspace(config, id), now)
+        )?;
+    }
     let tools = &config.tools;
     let mode = |value: serde_json::Value| value.as_str().unwrap_or_default().to_owned();
     let sandbox = match tools.exec.sandbox.mode {
@@ -159,6 +167,40 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         outln!("  {:<11} {}", status.name, readiness(config, &status))?;
     }
     Ok(())
+}
+
+/// An agent's heartbeat as `status` shows it: off, or how often, the next tick (which only a
+/// running gateway fires) and where replies go.
+fn heartbeat_line(
+    heartbeat: &nanocrab_config::HeartbeatConfig,
+    workspace: &std::path::Path,
+    now: jiff::Timestamp,
+) -> String {
+    let plan = match heartbeat.plan() {
+        Ok(plan) => plan,
+        Err((field, why)) => return format!("{field}: {why}"),
+    };
+    let Some(schedule) = plan.schedule else {
+        return "off (every: 0)".to_owned();
+    };
+    let next = match schedule.next_after(now) {
+        Some(next) => format!(
+            "next {} (while the gateway runs)",
+            next.to_zoned(jiff::tz::TimeZone::system())
+                .strftime("%Y-%m-%d %H:%M %Z")
+        ),
+        None => "never: no tick falls inside activeHours".to_owned(),
+    };
+    let tasks = std::fs::read_to_string(workspace.join("HEARTBEAT.md")).unwrap_or_default();
+    let cost = match nanocrab_core::heartbeat::heartbeat_tasks(&tasks) {
+        Some(_) => "",
+        None => "; HEARTBEAT.md holds no task, so a tick asks no model",
+    };
+    format!(
+        "every {}, {next}, replies to {}{cost}",
+        heartbeat.every.trim(),
+        heartbeat.target.trim()
+    )
 }
 
 /// `nanocrab providers list`.

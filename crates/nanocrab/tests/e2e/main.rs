@@ -13,6 +13,7 @@ mod first_hour;
 mod gateway;
 mod gateway_approvals;
 mod gemini;
+mod heartbeat;
 mod images;
 mod instructions;
 mod local_model;
