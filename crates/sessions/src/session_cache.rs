@@ -4,9 +4,9 @@
 //! the cached copy was made from, and a file changed by anything else (a hand edit, `nanocrab
 //! sessions reset`, another process) is read again.
 //!
-//! Bounded by [`MAX_BYTES`] of transcript (counted as their size on disk, which the parsed
-//! entries take about as much memory as) and [`MAX_SESSIONS`] sessions; the least recently
-//! used goes first. A transcript larger than [`MAX_BYTES`] alone is not kept: each turn reads
+//! Bounded by [`MAX_BYTES`] of transcript (counted as their size on disk; parsed, they take
+//! several times as much memory) and [`MAX_SESSIONS`] sessions; the least recently used
+//! goes first. A transcript larger than [`MAX_BYTES`] alone is not kept: each turn reads
 //! it, as every turn did before.
 
 use std::collections::HashMap;
@@ -16,12 +16,14 @@ use nanocrab_schema::SessionKey;
 
 use crate::session_store::{ParsedTranscript, Session, SessionSettings};
 
-/// A parsed transcript takes several times its size on disk, so the cache is kept to what a
-/// person's few conversations at a time need: holding every conversation of a busy gateway
-/// (the `gateway_load` bench's hundred chats) cost 15 MB of memory to save about 0.3 ms a
-/// turn. A busier gateway reads the transcripts of the chats beyond these, as before.
+/// A parsed transcript takes several times its size on disk, so the cache is kept to
+/// what a person's few conversations at a time need: holding every conversation of a busy
+/// gateway (the `gateway_load` bench's hundred chats) cost 15 MB of memory to save about
+/// 0.3 ms a turn, and 32 of them twice what 16 hold, for no saving at all (a hundred chats
+/// taking turns outrun any cache smaller than all of them). A busier gateway reads the
+/// transcripts of the chats beyond these, as before.
 pub(crate) const MAX_BYTES: u64 = 2 << 20;
-pub(crate) const MAX_SESSIONS: usize = 32;
+pub(crate) const MAX_SESSIONS: usize = 16;
 
 /// One version of a file: a write through any handle changes its size or modification time, a
 /// rename or a new file its inode. A rewrite in place that keeps the size, within the
