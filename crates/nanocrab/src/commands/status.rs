@@ -196,10 +196,14 @@ fn heartbeat_line(
         Some(_) => "",
         None => "; HEARTBEAT.md holds no task, so a tick asks no model",
     };
+    let target = match heartbeat.target.trim() {
+        "last" => "the chat you last wrote from".to_owned(),
+        "none" => "nobody (target: none; the runs are only logged)".to_owned(),
+        chat => chat.to_owned(),
+    };
     format!(
-        "every {}, {next}, replies to {}{cost}",
-        heartbeat.every.trim(),
-        heartbeat.target.trim()
+        "every {}, {next}, replies to {target}{cost}",
+        heartbeat.every.trim()
     )
 }
 

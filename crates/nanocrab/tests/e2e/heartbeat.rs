@@ -210,7 +210,7 @@ fn heartbeat_run_names_what_is_wrong() {
     assert!(
         line.starts_with("heartbeat  main: every 30m, next ")
             && line.ends_with(
-                "(while the gateway runs), replies to last; HEARTBEAT.md holds no task, so a tick asks no model"
+                "(while the gateway runs), replies to the chat you last wrote from; HEARTBEAT.md holds no task, so a tick asks no model"
             ),
         "{line}"
     );
