@@ -3,7 +3,7 @@
 //!
 //! - `--symbol-ordering-file=link-order.txt`: the functions the gateway runs from its start
 //!   through its first turns, placed together. The kernel maps the 64 KB around every page a
-//!   process touches, so start-up code scattered over 28 MB of text kept 14 MB of the file
+//!   process touches, so start-up code scattered over 21 MB of text kept 14 MB of the file
 //!   resident in an idle gateway; together they keep 7 MB (`docs/benchmarks.md`, "Binary
 //!   layout"). `python3 scripts/link-order.py` writes the file again; names it lists that
 //!   the build lacks (after a dependency or toolchain upgrade) are skipped, so a stale list
