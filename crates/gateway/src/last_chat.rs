@@ -2,15 +2,16 @@
 //! its target is `last`. Kept in `state/last-chats.json` so a restart does not forget it.
 //!
 //! Only direct messages count: a group is many people, and what a heartbeat finds on the
-//! user's task list is for the user. The file is written by a task of its own, after a change
-//! and never on the message path; changes in between are written together, and a chat that
-//! writes again from where it wrote last changes nothing.
+//! user's task list is for the user. The file is written by a task of its own, a second after
+//! a change and never on the message path; changes in between are written together, and a
+//! chat that writes again from where it wrote last changes nothing.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use nanocrab_schema::ChatRef;
 use tokio::sync::Notify;
@@ -18,6 +19,10 @@ use tokio_util::sync::CancellationToken;
 
 /// The file in the state directory.
 pub const LAST_CHATS_FILE: &str = "last-chats.json";
+
+/// How long a change waits to be written with those after it; a crash loses at most this
+/// much, and a stop nothing.
+const WRITE_DELAY: Duration = Duration::from_secs(1);
 
 /// Agent id → the direct chat its user last wrote from.
 #[derive(Debug)]
@@ -76,17 +81,21 @@ impl LastChats {
         self.changed.notify_one();
     }
 
-    /// Writes every change until `stop`, and what is left then.
+    /// Writes every change until `stop`, and what is left then. A change is written
+    /// [`WRITE_DELAY`] after it, together with whatever changed meanwhile: a gateway answering
+    /// many people in turn changes the last chat with nearly every message.
     pub(crate) async fn keep_written(&self, stop: CancellationToken) {
         loop {
             tokio::select! {
-                () = self.changed.notified() => self.write_if_changed(),
-                () = stop.cancelled() => {
-                    self.write_if_changed();
-                    return;
-                }
+                () = self.changed.notified() => {}
+                () = stop.cancelled() => break,
+            }
+            tokio::select! {
+                () = tokio::time::sleep(WRITE_DELAY) => self.write_if_changed(),
+                () = stop.cancelled() => break,
             }
         }
+        self.write_if_changed();
     }
 
     /// Writes the file whole (a temp file renamed over it) if anything changed; a failure is
