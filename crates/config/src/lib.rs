@@ -2,10 +2,12 @@
 //! and `${ENV}` placeholders, the default file, the JSON Schema, and where files live.
 
 mod channels;
+mod cron;
 mod error;
 mod heartbeat;
 #[cfg(feature = "http")]
 pub mod http;
+mod job_schedule;
 mod load;
 mod paths;
 mod routing;
@@ -13,11 +15,13 @@ mod types;
 mod write;
 
 pub use channels::*;
+pub use cron::{CatchUp, CronConfig};
 pub use error::ConfigError;
 pub use heartbeat::{
     ActiveHours, ActiveWindow, DeliveryTarget, HeartbeatConfig, HeartbeatPlan, Schedule,
     parse_interval,
 };
+pub use job_schedule::{CronSpec, JobSchedule, ScheduleError, format_interval};
 pub use load::{Loaded, did_you_mean, load, migrate, parse};
 pub use paths::{Paths, expand_home};
 pub use routing::*;

@@ -74,6 +74,11 @@ impl Paths {
         self.state_dir().join("workspace-history")
     }
 
+    /// The scheduled jobs and their runs (`nanocrab cron`), which the gateway runs.
+    pub fn cron_store(&self) -> PathBuf {
+        self.state_dir().join("cron.sqlite")
+    }
+
     pub fn logs_dir(&self) -> PathBuf {
         self.home.join("logs")
     }

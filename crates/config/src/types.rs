@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::channels::ChannelsConfig;
+use crate::cron::CronConfig;
 use crate::heartbeat::HeartbeatConfig;
 use crate::routing::{Binding, SessionConfig};
 
@@ -42,6 +43,9 @@ pub struct Config {
     pub memory: MemoryConfig,
     #[serde(default)]
     pub models: ModelsConfig,
+    /// Scheduled jobs (`nanocrab cron`, the agent's `cron` tool), run by the gateway.
+    #[serde(default)]
+    pub cron: CronConfig,
     /// `${VAR}` placeholders whose variable was not set when the file was read. Their keys
     /// are left out, as if absent, so that a command that never reads them still runs; one
     /// that does asks [`Config::require`] first. Never written to a file.
@@ -102,6 +106,7 @@ impl Default for Config {
             gateway: GatewayConfig::default(),
             memory: MemoryConfig::default(),
             models: ModelsConfig::default(),
+            cron: CronConfig::default(),
             unresolved: Vec::new(),
         }
     }

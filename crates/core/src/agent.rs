@@ -388,6 +388,7 @@ impl Agent {
             agent: self.id.clone(),
             session: Some(key.clone()),
             channel: input.channel.as_ref().map(|c| c.channel.clone()),
+            chat_id: input.channel.as_ref().map(|c| c.chat_id.clone()),
             trace_id: input.trace_id.clone().unwrap_or_default(),
             task_id: TaskId::new(),
             run_id: RunId::new(),

@@ -6,6 +6,21 @@ use nanocrab_config::{MemoryConfig, ToolsConfig};
 use nanocrab_core::{ContextBuilder, RuntimeInfo, workspace::write_templates};
 use nanocrab_schema::LlmMessage;
 
+/// Jobs nobody asks for here: only the tool's definition is measured.
+struct NoJobs;
+
+impl nanocrab_tools::CronJobs for NoJobs {
+    fn add(&self, _: nanocrab_tools::CronRequest) -> Result<String, String> {
+        Err("no jobs here".to_owned())
+    }
+    fn list(&self, _: &str) -> Result<String, String> {
+        Ok("No scheduled jobs.".to_owned())
+    }
+    fn remove(&self, _: &str, id: &str) -> Result<String, String> {
+        Err(format!("no job `{id}`"))
+    }
+}
+
 #[test]
 fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
     let dir = tempfile::tempdir().unwrap();
@@ -22,7 +37,14 @@ fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
         None,
         None,
         nanocrab_tools::ToolPolicy::default(),
-        |guard| nanocrab_memory::memory_tools(&MemoryConfig::default(), &index, guard),
+        |guard| {
+            let mut tools = nanocrab_memory::memory_tools(&MemoryConfig::default(), &index, guard);
+            // The gateway's agents also get the `cron` tool.
+            tools.push(std::sync::Arc::new(nanocrab_tools::CronTool::new(
+                std::sync::Arc::new(NoJobs),
+            )));
+            tools
+        },
     )
     .unwrap();
     let runtime = RuntimeInfo {

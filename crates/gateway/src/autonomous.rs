@@ -1,4 +1,4 @@
-//! Autonomous runs: a turn nobody in a chat asked for (a heartbeat tick; cron jobs later) for
+//! Autonomous runs: a turn nobody in a chat asked for (a heartbeat tick, a scheduled job) for
 //! agent X in session S, its reply delivered to target T.
 //!
 //! The turn goes through [`Turns::submit`] like an API request, so it waits behind whatever
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use nanocrab_config::DeliveryTarget;
 use nanocrab_core::UserInput;
-use nanocrab_schema::{ChatRef, OutboundMessage, SessionKey};
+use nanocrab_schema::{ChatRef, OutboundMessage, SessionKey, Usage};
 use serde::{Deserialize, Serialize};
 
 use crate::bus::{OutboundBus, OutboundEvent, Outgoing};
@@ -67,6 +67,17 @@ impl Autonomous {
         run: AutonomousRun,
         keep: impl FnOnce(&str) -> Option<String>,
     ) -> Result<Delivery, AutonomousError> {
+        self.run_counted(run, keep)
+            .await
+            .map(|(delivery, _)| delivery)
+    }
+
+    /// [`Autonomous::run`], and the tokens the turn took.
+    pub async fn run_counted(
+        &self,
+        run: AutonomousRun,
+        keep: impl FnOnce(&str) -> Option<String>,
+    ) -> Result<(Delivery, Usage), AutonomousError> {
         let AutonomousRun {
             agent_id,
             session,
@@ -85,9 +96,15 @@ impl Autonomous {
         let outcome = ticket.outcome.await?;
         let Some(text) = keep(&outcome.text) else {
             tracing::info!(agent = %agent_id, session = %session, "nothing to report");
-            return Ok(Delivery::Silent);
+            return Ok((Delivery::Silent, outcome.usage));
         };
-        let delivery = match self.chat_for(&agent_id, &target) {
+        Ok((self.say(&agent_id, &target, text), outcome.usage))
+    }
+
+    /// Sends `text` to the chat `target` means for agent `agent_id`, with no turn: what an
+    /// autonomous run has to report about itself (a scheduled job that failed).
+    pub fn say(&self, agent_id: &str, target: &DeliveryTarget, text: String) -> Delivery {
+        match self.chat_for(agent_id, target) {
             Ok(chat) => {
                 self.bus.publish(OutboundEvent::Message(Outgoing::answer(
                     OutboundMessage {
@@ -97,15 +114,14 @@ impl Autonomous {
                     },
                     Vec::new(),
                 )));
-                tracing::info!(agent = %agent_id, session = %session, channel = %chat.channel, chat = %chat.chat_id, "reply sent");
+                tracing::info!(agent = %agent_id, channel = %chat.channel, chat = %chat.chat_id, "reply sent");
                 Delivery::Sent { chat, text }
             }
             Err(reason) => {
-                tracing::warn!(agent = %agent_id, session = %session, "reply not sent: {reason}: {text}");
+                tracing::warn!(agent = %agent_id, "reply not sent: {reason}: {text}");
                 Delivery::NotSent { text, reason }
             }
-        };
-        Ok(delivery)
+        }
     }
 
     /// The chat `target` means for agent `agent_id`, or why there is none.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nanocrab_channels::{Channel, inbound_queue};
-use nanocrab_config::{Config, DEFAULT_AGENT_ID};
+use nanocrab_config::{CatchUp, Config, DEFAULT_AGENT_ID};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -27,6 +27,8 @@ use crate::autonomous::Autonomous;
 use crate::bus::{EventKind, OutboundBus, Subscription};
 use crate::channel_supervisor::supervise;
 use crate::chat_turn::ChatTurns;
+use crate::cron::CronScheduler;
+use crate::cron_jobs::CronControl;
 use crate::gateway_agent::GatewayAgent;
 use crate::heartbeat::{AgentHeartbeat, Clock, Heartbeats};
 use crate::intake::Intake;
@@ -84,6 +86,11 @@ pub struct Gateway {
     kept: Vec<Kept>,
     grace: Duration,
     heartbeats: Heartbeats,
+    /// What the scheduled jobs need: the runner of autonomous turns and the agents.
+    autonomous: Autonomous,
+    agents: BTreeMap<String, Arc<nanocrab_core::Agent>>,
+    /// The scheduled jobs, once [`Gateway::with_cron`] gave them.
+    cron: Option<CronScheduler>,
 }
 
 impl Gateway {
@@ -193,6 +200,10 @@ impl Gateway {
             );
         }
         let last_chats = Arc::new(LastChats::open(&state_dir.join(LAST_CHATS_FILE)));
+        let agent_handles = agents
+            .iter()
+            .map(|(id, agent)| (id.clone(), Arc::clone(&agent.agent)))
+            .collect();
         let turns = Turns::new(&config.gateway, agents, chats);
         let autonomous = Autonomous {
             turns: turns.clone(),
@@ -203,7 +214,7 @@ impl Gateway {
                 .map(|c| (c.name().to_owned(), c.account().to_owned()))
                 .collect(),
         };
-        let heartbeats = Heartbeats::new(beats, autonomous, Arc::new(jiff::Timestamp::now));
+        let heartbeats = Heartbeats::new(beats, autonomous.clone(), Arc::new(jiff::Timestamp::now));
         let intake = Intake {
             access,
             approvals,
@@ -224,7 +235,27 @@ impl Gateway {
             kept,
             grace: Duration::from_secs(config.gateway.shutdown_grace),
             heartbeats,
+            autonomous,
+            agents: agent_handles,
+            cron: None,
         })
+    }
+
+    /// Runs the jobs `control` holds (`cron.enabled`), those that missed their time and say
+    /// nothing of it following `catch_up` (`cron.catchUp`).
+    pub fn with_cron(mut self, control: CronControl, catch_up: CatchUp) -> Self {
+        self.cron = Some(CronScheduler::new(
+            control,
+            self.autonomous.clone(),
+            self.agents.clone(),
+            catch_up,
+        ));
+        self
+    }
+
+    /// The scheduled jobs, when [`Gateway::with_cron`] gave them: runs now, for the API.
+    pub fn cron(&self) -> Option<&CronScheduler> {
+        self.cron.as_ref()
     }
 
     /// The heartbeats read `clock` instead of the system's: for tests, which then need not
@@ -260,11 +291,22 @@ impl Gateway {
             kept,
             grace,
             heartbeats,
+            autonomous: _,
+            agents: _,
+            cron,
         } = self;
         let (sender_stop, stopped) = oneshot::channel();
         let sending = tokio::spawn(sender.run(outgoing, kept, stopped));
         // Stopped with the shutdown: no tick starts a run after it.
         let beating = tokio::spawn(heartbeats.run(shutdown.clone()));
+        let scheduling = tokio::spawn({
+            let stop = shutdown.clone();
+            async move {
+                if let Some(cron) = cron {
+                    cron.run(stop).await;
+                }
+            }
+        });
         let last_chats = Arc::clone(&intake.last_chats);
         let last_chats_stop = CancellationToken::new();
         let writing = tokio::spawn({
@@ -329,7 +371,11 @@ impl Gateway {
             tracing::error!("{err}");
         }
         last_chats_stop.cancel();
-        for (what, task) in [("heartbeat", beating), ("last-chat writer", writing)] {
+        for (what, task) in [
+            ("heartbeat", beating),
+            ("cron", scheduling),
+            ("last-chat writer", writing),
+        ] {
             if let Err(err) = task.await {
                 tracing::error!("the {what} task failed: {err}");
             }

@@ -9,13 +9,16 @@
 //! order per chat, keeping in the [`Outbox`] what cannot be sent; anyone else may subscribe
 //! to watch. [`Status`] counts what happens for `GET /status`; [`server`] is the HTTP side.
 //!
-//! On its own, the [`Heartbeats`] tick each agent's `HEARTBEAT.md`: an [`Autonomous`] run goes
-//! through the same [`Turns`] and publishes its reply on the same bus, to the chat its target
-//! names ([`LastChats`] remembers where each agent's user last wrote directly).
+//! On its own, the [`Heartbeats`] tick each agent's `HEARTBEAT.md` and the [`CronScheduler`]
+//! runs the jobs of the [`CronStore`] (which `nanocrab cron` and the agent's `cron` tool change
+//! through a [`CronControl`]): an [`Autonomous`] run goes through the same [`Turns`] and
+//! publishes its reply on the same bus, to the chat its target names ([`LastChats`] remembers
+//! where each agent's user last wrote directly).
 //!
 //! Each stage is a module that knows only the stages after it: `intake` → `turns` →
 //! `chat_turn` → `bus`, and `sender` → `outbox`/`journal`; the HTTP modules (`server`,
-//! `auth`, `openai_api`, `approvals_api`) sit on top and nothing below imports them.
+//! `auth`, `openai_api`, `approvals_api`, `heartbeat_api`, `cron_api`) sit on top and nothing
+//! below imports them.
 
 mod access;
 mod approvals;
@@ -26,6 +29,10 @@ mod bus;
 mod channel_supervisor;
 mod chat_input;
 mod chat_turn;
+mod cron;
+mod cron_api;
+mod cron_jobs;
+mod cron_store;
 mod gateway;
 mod gateway_agent;
 mod heartbeat;
@@ -49,6 +56,15 @@ pub use access::{Access, AccessDecision, AccessError, AccessRules};
 pub use approvals::{Answered, Approvals};
 pub use approvals_api::{PendingApproval, approval_routes};
 pub use autonomous::{Autonomous, AutonomousError, AutonomousRun, Delivery};
+pub use cron::{
+    CronRunOutcome, CronScheduler, FIRST_RETRY, LAST_RETRY, MISSED_AFTER, ONE_SHOT_TRIES, backoff,
+    cron_session, job_prompt,
+};
+pub use cron_api::cron_routes;
+pub use cron_jobs::{CronControl, CronError, JobRequest, job_line, jitter_offset, next_run};
+pub use cron_store::{
+    AfterRun, CronJob, CronStore, CronStoreError, KEPT_RUNS, NewJob, RunEnd, RunRecord, RunStatus,
+};
 pub use bus::{EventKind, OutboundBus, OutboundEvent, Outgoing, Sent, Subscription};
 pub use gateway::{Gateway, GatewayError, INBOX_FILE, OUTBOX_FILE};
 pub use gateway_agent::GatewayAgent;

@@ -41,6 +41,12 @@ pub enum Command {
         #[command(subcommand)]
         command: HeartbeatCommand,
     },
+    /// Scheduled jobs: an agent turn at a time, every so often or on a cron schedule, run by
+    /// `nanocrab gateway`.
+    Cron {
+        #[command(subcommand)]
+        command: CronCommand,
+    },
     /// Tokens and estimated cost per model and per session, from the transcripts.
     Usage(UsageArgs),
     /// The LLM providers nanocrab knows.
@@ -156,6 +162,79 @@ pub enum HeartbeatCommand {
         #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
         agent: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CronCommand {
+    /// Add a job: give its message and one of --every, --cron or --at.
+    Add(CronAddArgs),
+    /// Every job: schedule, next run, where replies go, how the last run went.
+    List {
+        /// Print the jobs as a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a job (its history stays).
+    #[command(alias = "rm")]
+    Remove { id: String },
+    /// Ask the running gateway to run a job now, and say what came of it.
+    Run { id: String },
+    /// A job's runs, newest first: start, end, status, error, tokens.
+    History {
+        id: String,
+        /// Runs at most.
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        limit: usize,
+        /// Print the runs as a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Turn a job back on (its failures forgotten).
+    Enable { id: String },
+    /// Keep a job without running it.
+    Disable { id: String },
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("schedule").required(true).args(["every", "cron", "at"])))]
+pub struct CronAddArgs {
+    /// A name to know it by (default: the start of the message).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// What the agent is told when the job runs.
+    #[arg(long, short, value_name = "TEXT")]
+    pub message: String,
+    /// Repeat this often: 30m, 1h30m, 1d, or seconds.
+    #[arg(long, value_name = "INTERVAL")]
+    pub every: Option<String>,
+    /// A cron expression: 5 fields (minute hour day-of-month month day-of-week) or 6 with
+    /// seconds first.
+    #[arg(long, value_name = "EXPR")]
+    pub cron: Option<String>,
+    /// The time zone --cron is read in (IANA, such as Europe/Berlin); default: this machine's.
+    #[arg(long, value_name = "TZ", requires = "cron")]
+    pub tz: Option<String>,
+    /// Once, then the job is deleted: RFC 3339 (2026-12-01T09:00:00+01:00) or from now (+20m).
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
+    /// The agent that runs it.
+    #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
+    pub agent: String,
+    /// Where the reply goes: `<channel>:<chatId>` (telegram:123456789) or `last` (the chat you
+    /// last wrote from); default: nowhere, the reply is only logged.
+    #[arg(long, value_name = "CHANNEL:CHAT")]
+    pub deliver: Option<String>,
+    /// Run in this session instead of one of the job's own (`agent:<id>:cron:<jobId>`).
+    #[arg(long, value_name = "KEY")]
+    pub session: Option<String>,
+    /// Start each run up to this much later, by an amount fixed for the job (spreads jobs
+    /// set for the same hour).
+    #[arg(long, value_name = "INTERVAL")]
+    pub jitter: Option<String>,
+    /// A time missed while the gateway was down: `once` (run once when it is back) or `skip`;
+    /// default: cron.catchUp.
+    #[arg(long, value_name = "MODE")]
+    pub catch_up: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -100,6 +100,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Heartbeat {
             command: HeartbeatCommand::Run { agent },
         } => commands::heartbeat::run(&env, &agent),
+        Command::Cron { command } => commands::cron::run(&env, command),
         Command::Usage(args) => commands::usage::run(&env, args),
         Command::Providers {
             command: ProvidersCommand::List,

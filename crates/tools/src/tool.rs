@@ -20,6 +20,9 @@ pub struct ToolContext {
     /// The channel the run's message came from (`telegram`, `api`...); `None` for the CLI.
     /// Grants written under `channels.<name>.grants` apply to runs from that channel.
     pub channel: Option<String>,
+    /// The chat of that channel the run's message came from; `None` for the CLI and for runs
+    /// nobody in a chat started.
+    pub chat_id: Option<String>,
     pub trace_id: TraceId,
     pub task_id: TaskId,
     pub run_id: RunId,
@@ -39,6 +42,7 @@ impl ToolContext {
             agent: "main".into(),
             session: None,
             channel: None,
+            chat_id: None,
             trace_id: TraceId::new(),
             task_id: TaskId::new(),
             run_id: RunId::new(),

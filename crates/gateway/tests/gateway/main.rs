@@ -3,6 +3,7 @@
 
 mod api;
 mod chat_turns;
+mod cron;
 mod fake_channel;
 mod harness;
 mod heartbeat;

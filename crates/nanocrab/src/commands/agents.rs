@@ -16,7 +16,7 @@ use nanocrab_provider::{
     LOCAL, LocalModels, ModelChain, ProviderError, ResolvedModel, RetryPolicy,
 };
 use nanocrab_sessions::SessionStore;
-use nanocrab_tools::{ToolPolicy, grants_from_config};
+use nanocrab_tools::{CronJobs, CronTool, ToolPolicy, grants_from_config};
 
 use super::Env;
 
@@ -31,13 +31,15 @@ pub struct BuiltAgent {
 
 /// Builds agent `id` (`main` or an `agents.entries` id), with `model` instead of its
 /// configured one when given; creates its workspace if missing. Calls that need approval
-/// ask `approver`, or are denied without one.
+/// ask `approver`, or are denied without one. With `cron` (the gateway's jobs) the agent gets
+/// the `cron` tool.
 pub fn build(
     env: &Env,
     config: &Config,
     id: &str,
     model: Option<&str>,
     approver: Option<Arc<dyn Approver>>,
+    cron: Option<Arc<dyn CronJobs>>,
 ) -> anyhow::Result<BuiltAgent> {
     let settings = config
         .agents
@@ -133,7 +135,13 @@ pub fn build(
         env.user_home.as_deref(),
         launcher.as_ref(),
         policy,
-        |guard| nanocrab_memory::memory_tools(&config.memory, &index, guard),
+        |guard| {
+            let mut tools = nanocrab_memory::memory_tools(&config.memory, &index, guard);
+            if let Some(jobs) = cron {
+                tools.push(Arc::new(CronTool::new(jobs)));
+            }
+            tools
+        },
     )
     .with_context(|| format!("{tools_key} ({})", env.config_path.display()))?;
     let memory = MemoryRetrieval {

@@ -9,9 +9,11 @@ use nanocrab_channels::Channel;
 use nanocrab_channels::telegram::{TelegramChannel, TelegramSettings};
 use nanocrab_core::Agent;
 use nanocrab_gateway::{
-    Access, Approvals, Gateway, GatewayAgent, OutboundBus, PairingStore, server,
+    Access, Approvals, CronControl, CronStore, Gateway, GatewayAgent, OutboundBus, PairingStore,
+    server,
 };
 use nanocrab_policy::Approver;
+use nanocrab_tools::CronJobs;
 use tokio_util::sync::CancellationToken;
 
 use super::Env;
@@ -30,6 +32,16 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     }
     let bus = OutboundBus::new();
     let approvals = Approvals::new(bus.clone());
+    // The scheduled jobs, which the agents' `cron` tool changes and the gateway runs.
+    let cron = if config.cron.enabled {
+        Some(CronControl::new(
+            Arc::new(CronStore::open(&env.paths.cron_store())?),
+            config.agents.ids().map(str::to_owned).collect(),
+            Arc::new(jiff::Timestamp::now),
+        ))
+    } else {
+        None
+    };
     let mut agents = BTreeMap::new();
     for id in config.agents.ids() {
         let built = super::agents::build(
@@ -38,6 +50,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             id,
             None,
             Some(Arc::clone(&approvals) as Arc<dyn Approver>),
+            cron.clone().map(|c| Arc::new(c) as Arc<dyn CronJobs>),
         )?;
         if let Some(notice) = &built.notice {
             tracing::info!(agent = id, "{notice}");
@@ -88,6 +101,10 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         Arc::clone(&approvals),
         bus,
     )?;
+    let gateway = match cron.clone() {
+        Some(control) => gateway.with_cron(control, config.cron.catch_up),
+        None => gateway,
+    };
 
     // An API request naming `provider/model` runs the agent on that model; each agent and
     // model pair is built once.
@@ -95,6 +112,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     let builder_env = env.clone();
     let builder_config = config.clone();
     let builder_approvals = Arc::clone(&approvals);
+    let builder_cron = cron.clone();
     let model_builder: server::ModelBuilder = Arc::new(move |id: &str, model: &str| {
         let key = (id.to_owned(), model.to_owned());
         let mut built = built.lock().unwrap_or_else(PoisonError::into_inner);
@@ -102,7 +120,17 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             return Ok(Arc::clone(agent));
         }
         let approver = Some(Arc::clone(&builder_approvals) as Arc<dyn Approver>);
-        let agent = super::agents::build(&builder_env, &builder_config, id, Some(model), approver)
+        let jobs = builder_cron
+            .clone()
+            .map(|c| Arc::new(c) as Arc<dyn CronJobs>);
+        let agent = super::agents::build(
+            &builder_env,
+            &builder_config,
+            id,
+            Some(model),
+            approver,
+            jobs,
+        )
             .map(|b| Arc::new(b.agent))
             .map_err(|err| format!("{err:#}"))?;
         built.insert(key, Arc::clone(&agent));
@@ -119,15 +147,19 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             gateway.turns().clone(),
             Arc::clone(gateway.status()),
         );
+        let mut routes = nanocrab_gateway::openai_routes()
+            .merge(nanocrab_gateway::approval_routes(approvals))
+            .merge(nanocrab_gateway::heartbeat_routes(
+                gateway.heartbeats().clone(),
+            ));
+        if let Some(scheduler) = gateway.cron() {
+            routes = routes.merge(nanocrab_gateway::cron_routes(scheduler.clone()));
+        }
         let app = server::app(
             state
                 .with_model_builder(model_builder)
                 .with_heartbeats(gateway.heartbeats().clone()),
-            nanocrab_gateway::openai_routes()
-                .merge(nanocrab_gateway::approval_routes(approvals))
-                .merge(nanocrab_gateway::heartbeat_routes(
-                    gateway.heartbeats().clone(),
-                )),
+            routes,
         );
         let shutdown = CancellationToken::new();
         let http = tokio::spawn(server::serve(listener, app, shutdown.clone()));

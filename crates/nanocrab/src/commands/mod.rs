@@ -4,7 +4,9 @@
 pub mod agent;
 pub mod agents;
 pub mod audit;
+pub mod cron;
 pub mod gateway;
+pub mod gateway_api;
 pub mod heartbeat;
 pub mod memory;
 pub mod models;

@@ -87,6 +87,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             heartbeat_line(&heartbeat, &env.agent_workspace(config, id), now)
         )?;
     }
+    outln!("cron       {}", cron_line(env, config)?)?;
     let tools = &config.tools;
     let mode = |value: serde_json::Value| value.as_str().unwrap_or_default().to_owned();
     let sandbox = match tools.exec.sandbox.mode {
@@ -205,6 +206,41 @@ fn heartbeat_line(
         "every {}, {next}, replies to {target}{cost}",
         heartbeat.every.trim()
     )
+}
+
+/// The scheduled jobs as `status` shows them: how many, and which runs next.
+fn cron_line(env: &Env, config: &Config) -> anyhow::Result<String> {
+    let off = if config.cron.enabled {
+        ""
+    } else {
+        "off (cron.enabled: false); "
+    };
+    let path = env.paths.cron_store();
+    // A home with no job has no store, and `status` creates none.
+    if !path.exists() {
+        return Ok(format!("{off}no jobs"));
+    }
+    let jobs = nanocrab_gateway::CronStore::open(&path)?.list()?;
+    let enabled = jobs.iter().filter(|j| j.enabled).count();
+    let next = jobs
+        .iter()
+        .filter(|j| j.enabled)
+        .filter_map(|j| j.next_run.map(|at| (at, j)))
+        .min_by_key(|(at, _)| *at);
+    let next = match next {
+        Some((at, job)) => format!(
+            ", next \"{}\" ({}) at {} (while the gateway runs)",
+            job.name,
+            job.id,
+            at.to_zoned(jiff::tz::TimeZone::system())
+                .strftime("%Y-%m-%d %H:%M:%S %Z")
+        ),
+        None => String::new(),
+    };
+    Ok(format!(
+        "{off}{} jobs ({enabled} enabled){next}",
+        jobs.len()
+    ))
 }
 
 /// `nanocrab providers list`.

@@ -1,0 +1,493 @@
+//! The scheduler of the jobs in the [`CronStore`]: one task that sleeps until the next job is
+//! due, or until it is woken because the jobs changed (the tool, `POST /v1/cron/wake`), and
+//! reads the store again then. Nothing runs in between: no job, no wake-up.
+//!
+//! A due job runs as an [`AutonomousRun`] in its own session (`agent:<id>:cron:<jobId>`,
+//! earlier runs out of view so each costs the same) or the one it names, its reply to the chat
+//! it names. Its run is recorded (start, end, status, error, tokens, where the reply went);
+//! a job never runs twice at once.
+//!
+//! - **Missed times.** A job more than [`MISSED_AFTER`] past its time (the gateway was down,
+//!   or killed while it ran: that run is marked `interrupted` on the next start) follows its
+//!   `catchUp`: `once` runs it once now, `skip` records the time as skipped and waits for the
+//!   next.
+//! - **Failures.** A run that fails is retried after a delay that doubles with each failure
+//!   in a row, from [`FIRST_RETRY`] up to [`LAST_RETRY`], never sooner than the schedule's
+//!   next time; a one-shot gives up after [`ONE_SHOT_TRIES`] and is disabled. Each failure is
+//!   logged, kept with the job (`nanocrab cron list`, `history`) and said to its chat.
+//! - **One-shots** (`at`) are deleted once a run succeeded; their history stays.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use nanocrab_config::{CatchUp, DeliveryTarget};
+use nanocrab_core::{Agent, PromptMode, UserInput};
+use nanocrab_schema::{SessionKey, Usage};
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::autonomous::{Autonomous, AutonomousError, AutonomousRun, Delivery};
+use crate::cron_jobs::{CronControl, CronError, next_run};
+use crate::cron_store::{AfterRun, CronJob, RunEnd, RunStatus};
+use crate::turns::TurnError;
+
+/// A job this far past its time missed it, and follows its `catchUp`.
+pub const MISSED_AFTER: Duration = Duration::from_secs(60);
+/// The delay after a first failure; it doubles with each one after.
+pub const FIRST_RETRY: Duration = Duration::from_secs(30);
+/// The longest delay between retries.
+pub const LAST_RETRY: Duration = Duration::from_secs(3_600);
+/// Runs a one-shot job gets before it is disabled.
+pub const ONE_SHOT_TRIES: u32 = 3;
+
+/// What one run of a job came to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "camelCase")]
+pub enum CronRunOutcome {
+    /// The job's previous run is still going; nothing started.
+    Busy,
+    /// The agent ran; what became of its reply.
+    #[serde(rename_all = "camelCase")]
+    Ran {
+        delivery: Delivery,
+        input_tokens: u64,
+        output_tokens: u64,
+    },
+    /// The run failed: why, and when it is tried again (`None`: not again).
+    #[serde(rename_all = "camelCase")]
+    Failed {
+        error: String,
+        retry_at: Option<String>,
+    },
+    /// The gateway stopped before the run finished.
+    Interrupted,
+}
+
+/// Runs the jobs; clones share the running set.
+#[derive(Clone)]
+pub struct CronScheduler {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    control: CronControl,
+    autonomous: Autonomous,
+    agents: BTreeMap<String, Arc<Agent>>,
+    /// `cron.catchUp`, for jobs that do not say.
+    catch_up: CatchUp,
+    /// Jobs with a run going.
+    running: Mutex<BTreeSet<String>>,
+}
+
+/// Why a run did not succeed.
+enum RunFailure {
+    Failed(String),
+    Interrupted,
+}
+
+impl CronScheduler {
+    pub fn new(
+        control: CronControl,
+        autonomous: Autonomous,
+        agents: BTreeMap<String, Arc<Agent>>,
+        catch_up: CatchUp,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                control,
+                autonomous,
+                agents,
+                catch_up,
+                running: Mutex::default(),
+            }),
+        }
+    }
+
+    pub fn control(&self) -> &CronControl {
+        &self.shared.control
+    }
+
+    /// Runs job `id` now, whatever its schedule (a disabled one too), and waits for it.
+    pub async fn run_now(&self, id: &str) -> Result<CronRunOutcome, CronError> {
+        let job = self.shared.control.get(id)?;
+        if !self.shared.claim(&job.id) {
+            return Ok(CronRunOutcome::Busy);
+        }
+        Ok(Arc::clone(&self.shared).run(job).await)
+    }
+
+    /// Runs the jobs as they come due until `stop`; a run going then is waited for (the
+    /// gateway's turns end within its shutdown grace).
+    pub async fn run(self, stop: CancellationToken) {
+        let shared = &self.shared;
+        let control = &shared.control;
+        match control.store().interrupt_running(control.now()) {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!("cron: {n} runs were cut short by the last stop; marked interrupted"),
+            Err(err) => tracing::error!("cron: {err}"),
+        }
+        if let Ok(jobs) = control.list() {
+            for job in jobs.iter().filter(|j| !shared.agents.contains_key(&j.agent)) {
+                tracing::warn!(job = %job.id, "cron: job \"{}\" is for agent `{}`, which the config no longer has; its runs fail until it is removed or the agent is back", job.name, job.agent);
+            }
+        }
+        let mut runs = JoinSet::new();
+        loop {
+            let now = control.now();
+            let next = match shared.start_due(now, &mut runs) {
+                Ok(next) => next,
+                Err(err) => {
+                    tracing::error!("cron: {err}; trying again in a minute");
+                    Some(now + jiff::SignedDuration::from_secs(60))
+                }
+            };
+            let sleep = async {
+                match next {
+                    Some(next) => {
+                        let wait = Duration::try_from(next.duration_since(now)).unwrap_or_default();
+                        tokio::time::sleep(wait).await;
+                    }
+                    // Nothing is scheduled: only a change wakes it.
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = sleep => {}
+                () = control.woken() => {}
+            }
+            while runs.try_join_next().is_some() {}
+        }
+        runs.join_all().await;
+    }
+}
+
+impl Shared {
+    /// Marks job `id` as running; `false`: it already is.
+    fn claim(&self, id: &str) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.to_owned())
+    }
+
+    fn release(&self, id: &str) {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+
+    /// Starts every job due at `now` (or skips those that missed their time, as their
+    /// `catchUp` says); the earliest time another is due.
+    fn start_due(
+        self: &Arc<Self>,
+        now: Timestamp,
+        runs: &mut JoinSet<CronRunOutcome>,
+    ) -> Result<Option<Timestamp>, CronError> {
+        let mut earliest: Option<Timestamp> = None;
+        let mut consider = |at: Timestamp| {
+            earliest = Some(earliest.map_or(at, |e| e.min(at)));
+        };
+        for job in self.control.list()? {
+            let Some(due) = job.next_run.filter(|_| job.enabled) else {
+                continue;
+            };
+            if due > now {
+                consider(due);
+                continue;
+            }
+            let late = Duration::try_from(now.duration_since(due)).unwrap_or_default();
+            if late > MISSED_AFTER {
+                match job.catch_up.unwrap_or(self.catch_up) {
+                    CatchUp::Skip => {
+                        let next = next_run(&job.schedule, job.created_at, job.jitter, &job.id, now);
+                        tracing::info!(job = %job.id, "cron: \"{}\" missed its time ({due}); catchUp skip: next {}", job.name, next.map_or("never".to_owned(), |n| n.to_string()));
+                        self.control.store().skip(&job.id, now, next)?;
+                        if let Some(next) = next {
+                            consider(next);
+                        }
+                        continue;
+                    }
+                    CatchUp::Once => {
+                        tracing::info!(job = %job.id, "cron: \"{}\" missed its time ({due}); catchUp once: running it now", job.name);
+                    }
+                }
+            }
+            // A job still running is looked at again when its run ends.
+            if self.claim(&job.id) {
+                runs.spawn(Arc::clone(self).run(job));
+            }
+        }
+        Ok(earliest)
+    }
+
+    /// One run of `job`, claimed by the caller: recorded, and the job moved on.
+    async fn run(self: Arc<Self>, job: CronJob) -> CronRunOutcome {
+        let store = self.control.store();
+        let started = self.control.now();
+        tracing::info!(job = %job.id, agent = %job.agent, "cron: running \"{}\"", job.name);
+        let outcome = match store.start_run(&job.id, started) {
+            Ok(run_id) => {
+                let result = self.execute(&job).await;
+                let ended = self.control.now();
+                let (end, after, outcome) = self.conclude(&job, result, ended);
+                if let Err(err) = store.finish_run(&job.id, run_id, ended, &end, &after) {
+                    tracing::error!(job = %job.id, "cron: {err}");
+                }
+                outcome
+            }
+            Err(err) => CronRunOutcome::Failed {
+                error: err.to_string(),
+                retry_at: job.next_run.map(|t| t.to_string()),
+            },
+        };
+        self.release(&job.id);
+        // The job's next time has changed.
+        self.control.wake();
+        outcome
+    }
+
+    /// What a run's `result` means for its record, its job and its caller.
+    fn conclude(
+        &self,
+        job: &CronJob,
+        result: Result<(Delivery, Usage), RunFailure>,
+        ended: Timestamp,
+    ) -> (RunEnd, AfterRun, CronRunOutcome) {
+        match result {
+            Ok((delivery, usage)) => {
+                let end = RunEnd {
+                    status: RunStatus::Ok,
+                    error: None,
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                    delivery: Some(delivery_line(&delivery)),
+                };
+                let after = if job.schedule.is_once() {
+                    AfterRun::Done
+                } else {
+                    AfterRun::Next {
+                        next_run: next_run(&job.schedule, job.created_at, job.jitter, &job.id, ended),
+                        failures: 0,
+                    }
+                };
+                tracing::info!(job = %job.id, "cron: \"{}\" done ({})", job.name, delivery_line(&delivery));
+                let outcome = CronRunOutcome::Ran {
+                    delivery,
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                };
+                (end, after, outcome)
+            }
+            Err(RunFailure::Interrupted) => {
+                let end = RunEnd {
+                    status: RunStatus::Interrupted,
+                    error: Some("the gateway stopped before the run finished".to_owned()),
+                    input_tokens: 0,
+                    output_tokens: 0,
+                    delivery: None,
+                };
+                // Still due: the next start's catchUp decides.
+                let after = AfterRun::Next {
+                    next_run: job.next_run,
+                    failures: job.failures,
+                };
+                (end, after, CronRunOutcome::Interrupted)
+            }
+            Err(RunFailure::Failed(error)) => {
+                let failures = job.failures.saturating_add(1);
+                let retry = ended
+                    .checked_add(jiff::SignedDuration::try_from(backoff(failures)).unwrap_or_default())
+                    .unwrap_or(ended);
+                let next = if job.schedule.is_once() {
+                    (failures < ONE_SHOT_TRIES).then_some(retry)
+                } else {
+                    next_run(&job.schedule, job.created_at, job.jitter, &job.id, ended)
+                        .map(|next| next.max(retry))
+                };
+                let then = match next {
+                    Some(next) => format!("it runs again at {next}"),
+                    None => format!(
+                        "it will not run again: `nanocrab cron enable {}` turns it back on",
+                        job.id
+                    ),
+                };
+                tracing::error!(job = %job.id, "cron: \"{}\" failed ({failures} in a row): {error}; {then}", job.name);
+                if let Some(target) = job.deliver.as_deref().and_then(|d| DeliveryTarget::parse(d).ok()) {
+                    self.autonomous.say(
+                        &job.agent,
+                        &target,
+                        format!("Scheduled job \"{}\" ({}) failed: {error}\n{then}.", job.name, job.id),
+                    );
+                }
+                let end = RunEnd {
+                    status: RunStatus::Failed,
+                    error: Some(error.clone()),
+                    input_tokens: 0,
+                    output_tokens: 0,
+                    delivery: None,
+                };
+                let outcome = CronRunOutcome::Failed {
+                    error,
+                    retry_at: next.map(|t| t.to_string()),
+                };
+                (
+                    end,
+                    AfterRun::Next {
+                        next_run: next,
+                        failures,
+                    },
+                    outcome,
+                )
+            }
+        }
+    }
+
+    async fn execute(&self, job: &CronJob) -> Result<(Delivery, Usage), RunFailure> {
+        let Some(agent) = self.agents.get(&job.agent) else {
+            return Err(RunFailure::Failed(format!(
+                "no agent `{}`: the config no longer has it (known: {}); remove the job or add the agent back",
+                job.agent,
+                self.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        };
+        let own_session = job.session.is_none();
+        let session = job
+            .session
+            .clone()
+            .unwrap_or_else(|| cron_session(&job.agent, &job.id));
+        let session =
+            SessionKey::parse(&session).map_err(|e| RunFailure::Failed(e.to_string()))?;
+        let target = match job.deliver.as_deref() {
+            Some(deliver) => DeliveryTarget::parse(deliver).map_err(RunFailure::Failed)?,
+            None => DeliveryTarget::None,
+        };
+        if own_session && let Err(err) = leave_out_earlier_runs(agent, &session) {
+            tracing::warn!(job = %job.id, "cron: earlier runs stay in view: {err}");
+        }
+        let run = AutonomousRun {
+            agent_id: job.agent.clone(),
+            session,
+            input: UserInput {
+                text: job_prompt(job),
+                images: Vec::new(),
+                channel: None,
+                trace_id: None,
+                prompt_mode: PromptMode::Full,
+            },
+            target,
+        };
+        let keep = |text: &str| Some(text.trim().to_owned()).filter(|t| !t.is_empty());
+        match self.autonomous.run_counted(run, keep).await {
+            Ok(ran) => Ok(ran),
+            Err(AutonomousError::Turn(TurnError::Abandoned)) => Err(RunFailure::Interrupted),
+            Err(err) => Err(RunFailure::Failed(err.to_string())),
+        }
+    }
+}
+
+/// The session a job runs in unless it names one.
+pub fn cron_session(agent: &str, job_id: &str) -> String {
+    format!("agent:{agent}:cron:{job_id}")
+}
+
+/// What the agent is told when `job` runs.
+pub fn job_prompt(job: &CronJob) -> String {
+    let reply = if job.deliver.is_some() {
+        "your reply is sent to the user"
+    } else {
+        "your reply is only logged"
+    };
+    format!(
+        "[Scheduled job \"{}\", {}: do what it says; {reply}.]\n{}",
+        job.name, job.schedule, job.message
+    )
+}
+
+/// The delay before the next try after `failures` failures in a row.
+pub fn backoff(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    FIRST_RETRY
+        .saturating_mul(1 << doublings)
+        .min(LAST_RETRY)
+}
+
+/// Where a reply went, for the history.
+fn delivery_line(delivery: &Delivery) -> String {
+    match delivery {
+        Delivery::Sent { chat, .. } => format!("sent to {}:{}", chat.channel, chat.chat_id),
+        Delivery::Silent => "nothing to say".to_owned(),
+        Delivery::NotSent { reason, .. } => format!("not sent: {reason}"),
+    }
+}
+
+/// Leaves the earlier runs of a job's own session out of the next one's history, so that a
+/// job that runs every few minutes does not grow a longer prompt with each run.
+fn leave_out_earlier_runs(
+    agent: &Agent,
+    session: &SessionKey,
+) -> Result<(), nanocrab_sessions::SessionError> {
+    let store = agent.store();
+    if !store.exists(session) {
+        return Ok(());
+    }
+    let transcript = store.load(session)?;
+    let through = transcript.entries.len();
+    if transcript
+        .compaction
+        .as_ref()
+        .is_some_and(|c| c.through >= through)
+    {
+        return Ok(());
+    }
+    store.append_compaction(
+        session,
+        &nanocrab_sessions::Compaction::new(
+            through,
+            "Earlier runs of this job are left out.".to_owned(),
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn failures_back_off_doubling_up_to_an_hour() {
+        let delays: Vec<u64> = [1, 2, 3, 4, 7, 8, 30, u32::MAX]
+            .into_iter()
+            .map(|n| backoff(n).as_secs())
+            .collect();
+        assert_eq!(delays, [30, 60, 120, 240, 1_920, 3_600, 3_600, 3_600]);
+    }
+
+    #[test]
+    fn the_prompt_says_what_the_job_is_and_where_the_reply_goes() {
+        let job = CronJob {
+            id: "1a2b3c4d".to_owned(),
+            name: "stretch".to_owned(),
+            agent: "main".to_owned(),
+            message: "Remind the user to stretch.".to_owned(),
+            schedule: nanocrab_config::JobSchedule::every("1h").unwrap(),
+            session: None,
+            deliver: Some("telegram:42".to_owned()),
+            jitter: Duration::ZERO,
+            catch_up: None,
+            enabled: true,
+            created_at: Timestamp::UNIX_EPOCH,
+            next_run: None,
+            failures: 0,
+            last_run: None,
+            last_status: None,
+            last_error: None,
+        };
+        insta::assert_snapshot!(job_prompt(&job));
+        assert_eq!(cron_session(&job.agent, &job.id), "agent:main:cron:1a2b3c4d");
+    }
+}

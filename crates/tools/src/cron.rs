@@ -1,0 +1,253 @@
+//! `cron(action, ...)`: the agent adds, lists and removes its scheduled jobs. The jobs live
+//! with whoever runs them (the gateway), behind [`CronJobs`]; this tool only reads the call
+//! and says where a job's reply goes by default: the chat the job was made in.
+
+use std::sync::Arc;
+
+use nanocrab_policy::{Capability, Invocation, Risk};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::arguments::TypedTool;
+use crate::tool::{ToolContext, ToolError, ToolOutput};
+
+/// A job as the agent asks for it; the scheduler checks it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CronRequest {
+    /// The agent that runs it: the one asking.
+    pub agent: String,
+    pub name: Option<String>,
+    pub message: String,
+    pub at: Option<String>,
+    pub every: Option<String>,
+    pub cron: Option<String>,
+    pub tz: Option<String>,
+    /// `<channel>:<chatId>`; `None`: the reply is only logged.
+    pub deliver: Option<String>,
+}
+
+/// The scheduled jobs of one process, as the agent's `cron` tool sees them. Each answer is a
+/// line for the model; an error says which argument was wrong and why.
+pub trait CronJobs: Send + Sync {
+    fn add(&self, request: CronRequest) -> Result<String, String>;
+    /// Agent `agent`'s jobs.
+    fn list(&self, agent: &str) -> Result<String, String>;
+    /// Removes job `id` of agent `agent`.
+    fn remove(&self, agent: &str, id: &str) -> Result<String, String>;
+}
+
+pub struct CronTool {
+    jobs: Arc<dyn CronJobs>,
+}
+
+impl CronTool {
+    pub fn new(jobs: Arc<dyn CronJobs>) -> Self {
+        Self { jobs }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CronAction {
+    Add,
+    List,
+    Remove,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CronArgs {
+    action: CronAction,
+    /// add: the prompt you get at that time
+    #[serde(default)]
+    message: Option<String>,
+    /// add, once: RFC 3339 or +20m
+    #[serde(default)]
+    at: Option<String>,
+    /// add, repeating: 30m, 1h, 1d
+    #[serde(default)]
+    every: Option<String>,
+    /// add: 5-field cron expression
+    #[serde(default)]
+    cron: Option<String>,
+    /// IANA zone for cron
+    #[serde(default)]
+    tz: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    /// remove: job id
+    #[serde(default)]
+    id: Option<String>,
+}
+
+impl TypedTool for CronTool {
+    type Args = CronArgs;
+
+    const NAME: &'static str = "cron";
+
+    fn description(&self) -> String {
+        "Schedule yourself a turn (a reminder, a recurring check); its reply goes to this chat."
+            .into()
+    }
+
+    fn invocation(&self, args: &CronArgs, _: &ToolContext) -> Result<Invocation, ToolError> {
+        Ok(match args.action {
+            CronAction::List => Invocation::new(Risk::Safe, "list the scheduled jobs", Vec::new()),
+            CronAction::Add => Invocation::new(
+                Risk::Guarded,
+                format!(
+                    "schedule a job: {}",
+                    args.message.as_deref().unwrap_or_default()
+                ),
+                vec![Capability::Schedule],
+            ),
+            CronAction::Remove => Invocation::new(
+                Risk::Guarded,
+                format!(
+                    "remove the scheduled job {}",
+                    args.id.as_deref().unwrap_or_default()
+                ),
+                vec![Capability::Schedule],
+            ),
+        })
+    }
+
+    async fn call(&self, args: CronArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let answer = match args.action {
+            CronAction::List => self.jobs.list(&ctx.agent),
+            CronAction::Remove => match args.id.as_deref().map(str::trim) {
+                Some(id) if !id.is_empty() => self.jobs.remove(&ctx.agent, id),
+                Some(_) | None => Err("id: give the id of the job to remove".to_owned()),
+            },
+            CronAction::Add => {
+                let message = args.message.unwrap_or_default();
+                if message.trim().is_empty() {
+                    return Err(ToolError::InvalidArguments(
+                        "message: say what the job is to do".to_owned(),
+                    ));
+                }
+                let deliver = match (&ctx.channel, &ctx.chat_id) {
+                    (Some(channel), Some(chat)) => Some(format!("{channel}:{chat}")),
+                    (Some(_) | None, _) => None,
+                };
+                self.jobs.add(CronRequest {
+                    agent: ctx.agent.clone(),
+                    name: args.name,
+                    message,
+                    at: args.at,
+                    every: args.every,
+                    cron: args.cron,
+                    tz: args.tz,
+                    deliver,
+                })
+            }
+        };
+        answer
+            .map(ToolOutput::trusted)
+            .map_err(ToolError::Rejected)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use std::sync::Mutex;
+
+    /// Records what it was asked.
+    #[derive(Default)]
+    struct Recorder {
+        added: Mutex<Vec<CronRequest>>,
+    }
+
+    impl CronJobs for Recorder {
+        fn add(&self, request: CronRequest) -> Result<String, String> {
+            if request.every.as_deref() == Some("0") {
+                return Err("every: \"0\" is under 1 second".to_owned());
+            }
+            self.added.lock().unwrap().push(request);
+            Ok("added job 1a2b3c4d".to_owned())
+        }
+        fn list(&self, agent: &str) -> Result<String, String> {
+            Ok(format!("no jobs of {agent}"))
+        }
+        fn remove(&self, _: &str, id: &str) -> Result<String, String> {
+            Err(format!("no job {id}"))
+        }
+    }
+
+    fn call(tool: &CronTool, ctx: &ToolContext, args: serde_json::Value) -> Result<String, String> {
+        let prepared = crate::Tool::prepare(tool, args, ctx).map_err(|e| e.to_string())?;
+        block_on(prepared.run).map(|o| o.text).map_err(|e| e.to_string())
+    }
+
+    fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    #[test]
+    fn a_job_made_in_a_chat_delivers_to_that_chat() {
+        let recorder = Arc::new(Recorder::default());
+        let tool = CronTool::new(Arc::clone(&recorder) as Arc<dyn CronJobs>);
+        let mut ctx = ToolContext::new("/tmp");
+        ctx.channel = Some("telegram".to_owned());
+        ctx.chat_id = Some("218485655".to_owned());
+        assert_eq!(
+            call(
+                &tool,
+                &ctx,
+                serde_json::json!({"action": "add", "message": "Remind the user to stretch", "at": "+20m"})
+            ),
+            Ok("added job 1a2b3c4d".to_owned())
+        );
+        assert_eq!(
+            recorder.added.lock().unwrap().clone(),
+            [CronRequest {
+                agent: "main".to_owned(),
+                message: "Remind the user to stretch".to_owned(),
+                at: Some("+20m".to_owned()),
+                deliver: Some("telegram:218485655".to_owned()),
+                ..CronRequest::default()
+            }]
+        );
+        let cli = ToolContext::new("/tmp");
+        assert_eq!(
+            call(&tool, &cli, serde_json::json!({"action": "add", "message": "x", "every": "0"})),
+            Err("every: \"0\" is under 1 second".to_owned())
+        );
+        assert_eq!(
+            call(&tool, &cli, serde_json::json!({"action": "add", "every": "1h"})),
+            Err("message: say what the job is to do".to_owned())
+        );
+        assert_eq!(
+            call(&tool, &cli, serde_json::json!({"action": "remove"})),
+            Err("id: give the id of the job to remove".to_owned())
+        );
+        assert_eq!(
+            call(&tool, &cli, serde_json::json!({"action": "list"})),
+            Ok("no jobs of main".to_owned())
+        );
+    }
+
+    #[test]
+    fn adding_and_removing_need_the_schedule_capability_and_listing_nothing() {
+        let tool = CronTool::new(Arc::new(Recorder::default()));
+        let ctx = ToolContext::new("/tmp");
+        let needs = |args: serde_json::Value| {
+            let prepared = crate::Tool::prepare(&tool, args, &ctx).unwrap();
+            (prepared.invocation.risk, prepared.invocation.capabilities)
+        };
+        assert_eq!(
+            needs(serde_json::json!({"action": "add", "message": "m", "every": "1h"})),
+            (Risk::Guarded, vec![Capability::Schedule])
+        );
+        assert_eq!(
+            needs(serde_json::json!({"action": "remove", "id": "1a2b3c4d"})),
+            (Risk::Guarded, vec![Capability::Schedule])
+        );
+        assert_eq!(needs(serde_json::json!({"action": "list"})), (Risk::Safe, vec![]));
+    }
+}
