@@ -293,7 +293,7 @@ mod tests {
         );
         let fields: Vec<_> = ["2026-11-28T02:00:00Z", "+0", "tomorrow", "+5x"]
             .iter()
-            .map(|text| JobSchedule::at(text, now).map_err(|e| e.field))
+            .map(|text| JobSchedule::at(text, now).map(|_| ()).map_err(|e| e.field))
             .collect();
         assert_eq!(fields, [Err("at"); 4]);
         assert_eq!(

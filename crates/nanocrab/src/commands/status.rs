@@ -221,6 +221,9 @@ fn cron_line(env: &Env, config: &Config) -> anyhow::Result<String> {
         return Ok(format!("{off}no jobs"));
     }
     let jobs = nanocrab_gateway::CronStore::open(&path)?.list()?;
+    if jobs.is_empty() {
+        return Ok(format!("{off}no jobs"));
+    }
     let enabled = jobs.iter().filter(|j| j.enabled).count();
     let next = jobs
         .iter()

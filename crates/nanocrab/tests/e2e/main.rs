@@ -8,6 +8,7 @@ mod answers;
 mod api_session;
 mod approvals;
 mod config_errors;
+mod cron;
 mod exec_escapes;
 mod first_hour;
 mod gateway;
