@@ -59,24 +59,17 @@ pub enum CronAction {
 pub struct CronArgs {
     action: CronAction,
     /// add: the prompt you get at that time
-    #[serde(default)]
     message: Option<String>,
     /// add, once: RFC 3339 or +20m
-    #[serde(default)]
     at: Option<String>,
     /// add, repeating: 30m, 1h, 1d
-    #[serde(default)]
     every: Option<String>,
     /// add: 5-field cron expression
-    #[serde(default)]
     cron: Option<String>,
     /// IANA zone for cron
-    #[serde(default)]
     tz: Option<String>,
-    #[serde(default)]
     name: Option<String>,
     /// remove: job id
-    #[serde(default)]
     id: Option<String>,
 }
 
