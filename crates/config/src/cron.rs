@@ -55,7 +55,9 @@ impl CatchUp {
         match text.trim() {
             "once" => Ok(Self::Once),
             "skip" => Ok(Self::Skip),
-            other => Err(format!("{other:?} is not a catch-up mode; allowed: once, skip")),
+            other => Err(format!(
+                "{other:?} is not a catch-up mode; allowed: once, skip"
+            )),
         }
     }
 }

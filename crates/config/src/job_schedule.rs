@@ -21,7 +21,8 @@ pub enum JobSchedule {
     /// Every so often, counted from when the job was made.
     Every(Duration),
     /// At the times of a cron expression.
-    Cron(CronSpec),
+    /// (Boxed: a parsed expression is large, and most jobs have none.)
+    Cron(Box<CronSpec>),
 }
 
 /// A cron expression with its time zone.
@@ -86,7 +87,10 @@ impl JobSchedule {
         if at <= now {
             return Err(ScheduleError::new(
                 "at",
-                format!("{at} is in the past (now is {})", now.round(jiff::Unit::Second).unwrap_or(now)),
+                format!(
+                    "{at} is in the past (now is {})",
+                    now.round(jiff::Unit::Second).unwrap_or(now)
+                ),
             ));
         }
         Ok(Self::At(at))
@@ -98,7 +102,10 @@ impl JobSchedule {
             Some(every) => Ok(Self::Every(every)),
             None => Err(ScheduleError::new(
                 "every",
-                format!("{:?} is under 1 second; the shortest interval is 1s", text.trim()),
+                format!(
+                    "{:?} is under 1 second; the shortest interval is 1s",
+                    text.trim()
+                ),
             )),
         }
     }
@@ -114,7 +121,7 @@ impl JobSchedule {
                 format!("{:?} never matches a date to come", spec.expr),
             ));
         }
-        Ok(Self::Cron(spec))
+        Ok(Self::Cron(Box::new(spec)))
     }
 
     /// A schedule as [`JobSchedule::kind`], [`JobSchedule::spec`] and [`JobSchedule::tz`]
@@ -126,7 +133,7 @@ impl JobSchedule {
                 .map(Self::At)
                 .map_err(|e| ScheduleError::new("at", format!("{spec:?}: {e}"))),
             "every" => Self::every(spec),
-            "cron" => CronSpec::new(spec, tz).map(Self::Cron),
+            "cron" => CronSpec::new(spec, tz).map(|spec| Self::Cron(Box::new(spec))),
             other => Err(ScheduleError::new(
                 "kind",
                 format!("{other:?} is not a schedule; known: at, every, cron"),
@@ -310,7 +317,10 @@ mod tests {
             JobSchedule::every("0").unwrap_err().to_string(),
             "every: \"0\" is under 1 second; the shortest interval is 1s"
         );
-        assert_eq!(JobSchedule::every("half an hour").unwrap_err().field, "every");
+        assert_eq!(
+            JobSchedule::every("half an hour").unwrap_err().field,
+            "every"
+        );
         let every = JobSchedule::every("30m").unwrap();
         let anchor = at("2026-11-28T02:07:00Z");
         assert_eq!(
@@ -371,7 +381,13 @@ mod tests {
         .collect();
         assert_eq!(
             errors,
-            [Err("cron"), Err("cron"), Err("cron"), Err("tz"), Err("cron")]
+            [
+                Err("cron"),
+                Err("cron"),
+                Err("cron"),
+                Err("tz"),
+                Err("cron")
+            ]
         );
         assert_eq!(
             JobSchedule::cron("0 0 30 2 *", Some("UTC"), now)

@@ -126,11 +126,16 @@ impl CronScheduler {
         let control = &shared.control;
         match control.store().interrupt_running(control.now()) {
             Ok(0) => {}
-            Ok(n) => tracing::warn!("cron: {n} runs were cut short by the last stop; marked interrupted"),
+            Ok(n) => {
+                tracing::warn!("cron: {n} runs were cut short by the last stop; marked interrupted")
+            }
             Err(err) => tracing::error!("cron: {err}"),
         }
         if let Ok(jobs) = control.list() {
-            for job in jobs.iter().filter(|j| !shared.agents.contains_key(&j.agent)) {
+            for job in jobs
+                .iter()
+                .filter(|j| !shared.agents.contains_key(&j.agent))
+            {
                 tracing::warn!(job = %job.id, "cron: job \"{}\" is for agent `{}`, which the config no longer has; its runs fail until it is removed or the agent is back", job.name, job.agent);
             }
         }
@@ -204,7 +209,8 @@ impl Shared {
             if late > MISSED_AFTER {
                 match job.catch_up.unwrap_or(self.catch_up) {
                     CatchUp::Skip => {
-                        let next = next_run(&job.schedule, job.created_at, job.jitter, &job.id, now);
+                        let next =
+                            next_run(&job.schedule, job.created_at, job.jitter, &job.id, now);
                         tracing::info!(job = %job.id, "cron: \"{}\" missed its time ({due}); catchUp skip: next {}", job.name, next.map_or("never".to_owned(), |n| n.to_string()));
                         self.control.store().skip(&job.id, now, next)?;
                         if let Some(next) = next {
@@ -271,7 +277,13 @@ impl Shared {
                     AfterRun::Done
                 } else {
                     AfterRun::Next {
-                        next_run: next_run(&job.schedule, job.created_at, job.jitter, &job.id, ended),
+                        next_run: next_run(
+                            &job.schedule,
+                            job.created_at,
+                            job.jitter,
+                            &job.id,
+                            ended,
+                        ),
                         failures: 0,
                     }
                 };
@@ -301,7 +313,9 @@ impl Shared {
             Err(RunFailure::Failed(error)) => {
                 let failures = job.failures.saturating_add(1);
                 let retry = ended
-                    .checked_add(jiff::SignedDuration::try_from(backoff(failures)).unwrap_or_default())
+                    .checked_add(
+                        jiff::SignedDuration::try_from(backoff(failures)).unwrap_or_default(),
+                    )
                     .unwrap_or(ended);
                 let next = if job.schedule.is_once() {
                     (failures < ONE_SHOT_TRIES).then_some(retry)
@@ -317,11 +331,18 @@ impl Shared {
                     ),
                 };
                 tracing::error!(job = %job.id, "cron: \"{}\" failed ({failures} in a row): {error}; {then}", job.name);
-                if let Some(target) = job.deliver.as_deref().and_then(|d| DeliveryTarget::parse(d).ok()) {
+                if let Some(target) = job
+                    .deliver
+                    .as_deref()
+                    .and_then(|d| DeliveryTarget::parse(d).ok())
+                {
                     self.autonomous.say(
                         &job.agent,
                         &target,
-                        format!("Scheduled job \"{}\" ({}) failed: {error}\n{then}.", job.name, job.id),
+                        format!(
+                            "Scheduled job \"{}\" ({}) failed: {error}\n{then}.",
+                            job.name, job.id
+                        ),
                     );
                 }
                 let end = RunEnd {
@@ -360,8 +381,7 @@ impl Shared {
             .session
             .clone()
             .unwrap_or_else(|| cron_session(&job.agent, &job.id));
-        let session =
-            SessionKey::parse(&session).map_err(|e| RunFailure::Failed(e.to_string()))?;
+        let session = SessionKey::parse(&session).map_err(|e| RunFailure::Failed(e.to_string()))?;
         let target = match job.deliver.as_deref() {
             Some(deliver) => DeliveryTarget::parse(deliver).map_err(RunFailure::Failed)?,
             None => DeliveryTarget::None,
@@ -411,9 +431,7 @@ pub fn job_prompt(job: &CronJob) -> String {
 /// The delay before the next try after `failures` failures in a row.
 pub fn backoff(failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(16);
-    FIRST_RETRY
-        .saturating_mul(1 << doublings)
-        .min(LAST_RETRY)
+    FIRST_RETRY.saturating_mul(1 << doublings).min(LAST_RETRY)
 }
 
 /// Where a reply went, for the history.
@@ -488,6 +506,9 @@ mod tests {
             last_error: None,
         };
         insta::assert_snapshot!(job_prompt(&job));
-        assert_eq!(cron_session(&job.agent, &job.id), "agent:main:cron:1a2b3c4d");
+        assert_eq!(
+            cron_session(&job.agent, &job.id),
+            "agent:main:cron:1a2b3c4d"
+        );
     }
 }

@@ -49,7 +49,9 @@ pub fn cron_routes(scheduler: CronScheduler) -> Router<ServerState> {
                             };
                             (
                                 status,
-                                Json(serde_json::json!({ "error": { "message": err.to_string() } })),
+                                Json(
+                                    serde_json::json!({ "error": { "message": err.to_string() } }),
+                                ),
                             )
                         }
                     }

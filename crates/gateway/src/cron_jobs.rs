@@ -41,7 +41,10 @@ pub struct JobRequest {
 pub enum CronError {
     /// A field of a request that cannot be: `every`, `tz`, `agent`...
     #[error("{field}: {message}")]
-    Invalid { field: &'static str, message: String },
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
     #[error("no job `{id}`; `nanocrab cron list` shows the jobs")]
     UnknownJob { id: String },
     #[error(transparent)]
@@ -101,9 +104,9 @@ impl CronControl {
         let job = self.check(request, now)?;
         let schedule = job.schedule.clone();
         let jitter = job.jitter;
-        let job = self.store.add(job, now, |id| {
-            next_run(&schedule, now, jitter, id, now)
-        })?;
+        let job = self
+            .store
+            .add(job, now, |id| next_run(&schedule, now, jitter, id, now))?;
         self.wake();
         Ok(job)
     }
@@ -129,7 +132,7 @@ impl CronControl {
                 "is empty; say what the agent is to do when the job runs",
             ));
         }
-        if !self.agents.iter().any(|a| *a == agent) {
+        if !self.agents.contains(&agent) {
             return Err(CronError::invalid(
                 "agent",
                 format!("no agent `{agent}`; known: {}", self.agents.join(", ")),
@@ -160,7 +163,9 @@ impl CronControl {
             }
         }
         .map_err(|e| CronError::invalid(e.field, e.message))?;
-        let session = session.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+        let session = session
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty());
         if let Some(session) = &session {
             SessionKey::parse(session).map_err(|e| CronError::invalid("session", e.to_string()))?;
         }
@@ -205,9 +210,9 @@ impl CronControl {
 
     /// Job `id`, or [`CronError::UnknownJob`].
     pub fn get(&self, id: &str) -> Result<CronJob, CronError> {
-        self.store.get(id)?.ok_or_else(|| CronError::UnknownJob {
-            id: id.to_owned(),
-        })
+        self.store
+            .get(id)?
+            .ok_or_else(|| CronError::UnknownJob { id: id.to_owned() })
     }
 
     pub fn remove(&self, id: &str) -> Result<(), CronError> {
@@ -497,9 +502,13 @@ mod tests {
             .map(|id| jitter_offset(id, hour))
             .collect();
         assert!(offsets.iter().all(|o| *o <= 300), "{offsets:?}");
-        assert_eq!(offsets, ["a1b2c3d4", "a1b2c3d5", "ffffffff"].map(|id| jitter_offset(id, hour)));
+        assert_eq!(
+            offsets,
+            ["a1b2c3d4", "a1b2c3d5", "ffffffff"].map(|id| jitter_offset(id, hour))
+        );
         assert_ne!(offsets[0], offsets[1]);
-        let hourly = JobSchedule::cron("0 * * * *", Some("UTC"), at("2026-11-28T02:30:00Z")).unwrap();
+        let hourly =
+            JobSchedule::cron("0 * * * *", Some("UTC"), at("2026-11-28T02:30:00Z")).unwrap();
         let now = at("2026-11-28T02:30:00Z");
         let first = next_run(&hourly, now, hour, "a1b2c3d4", now).unwrap();
         let offset = jiff::SignedDuration::from_secs(i64::try_from(offsets[0]).unwrap());

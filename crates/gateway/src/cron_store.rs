@@ -530,14 +530,12 @@ impl CronStore {
     }
 
     fn job(&self, stored: StoredJob) -> Result<CronJob, CronStoreError> {
-        let schedule =
-            JobSchedule::from_stored(&stored.kind, &stored.spec, stored.tz.as_deref()).map_err(
-                |e| CronStoreError::BadJob {
-                    path: self.path.clone(),
-                    id: stored.id.clone(),
-                    message: e.to_string(),
-                },
-            )?;
+        let schedule = JobSchedule::from_stored(&stored.kind, &stored.spec, stored.tz.as_deref())
+            .map_err(|e| CronStoreError::BadJob {
+            path: self.path.clone(),
+            id: stored.id.clone(),
+            message: e.to_string(),
+        })?;
         Ok(CronJob {
             id: stored.id,
             name: stored.name,
@@ -649,7 +647,9 @@ mod tests {
         let job = store
             .add(every("plants"), now, |_| Some(at("2026-11-28T02:30:02Z")))
             .unwrap();
-        let run = store.start_run(&job.id, at("2026-11-28T02:30:02Z")).unwrap();
+        let run = store
+            .start_run(&job.id, at("2026-11-28T02:30:02Z"))
+            .unwrap();
         let end = RunEnd {
             status: RunStatus::Ok,
             error: None,
@@ -665,11 +665,16 @@ mod tests {
             .finish_run(&job.id, run, at("2026-11-28T02:30:03Z"), &end, &next)
             .unwrap();
         // Killed in the middle of the next run.
-        store.start_run(&job.id, at("2026-11-28T02:30:04Z")).unwrap();
+        store
+            .start_run(&job.id, at("2026-11-28T02:30:04Z"))
+            .unwrap();
         drop(store);
 
         let store = CronStore::open(&path).unwrap();
-        assert_eq!(store.interrupt_running(at("2026-11-28T02:31:00Z")).unwrap(), 1);
+        assert_eq!(
+            store.interrupt_running(at("2026-11-28T02:31:00Z")).unwrap(),
+            1
+        );
         let stored = store.get(&job.id).unwrap().unwrap();
         assert_eq!(
             stored,
@@ -720,7 +725,9 @@ mod tests {
             .add(once, now, |_| Some(at("2026-11-28T02:50:00Z")))
             .unwrap();
         let other = store.add(every("other"), now, |_| None).unwrap();
-        let run = store.start_run(&job.id, at("2026-11-28T02:50:00Z")).unwrap();
+        let run = store
+            .start_run(&job.id, at("2026-11-28T02:50:00Z"))
+            .unwrap();
         let end = RunEnd {
             status: RunStatus::Ok,
             error: None,
@@ -729,11 +736,17 @@ mod tests {
             delivery: None,
         };
         store
-            .finish_run(&job.id, run, at("2026-11-28T02:50:01Z"), &end, &AfterRun::Done)
+            .finish_run(
+                &job.id,
+                run,
+                at("2026-11-28T02:50:01Z"),
+                &end,
+                &AfterRun::Done,
+            )
             .unwrap();
         assert_eq!(store.get(&job.id).unwrap(), None);
         assert_eq!(store.history(&job.id, 10).unwrap().len(), 1);
-        assert_eq!(store.list().unwrap(), [other.clone()]);
+        assert_eq!(store.list().unwrap(), std::slice::from_ref(&other));
         assert!(store.remove(&other.id).unwrap());
         assert!(!store.remove(&other.id).unwrap());
         assert!(!store.set_enabled("nothing", true, None).unwrap());
@@ -760,11 +773,18 @@ mod tests {
         store.finish_run(&job.id, run, now, &end, &gave_up).unwrap();
         let stored = store.get(&job.id).unwrap().unwrap();
         assert_eq!(
-            (stored.enabled, stored.failures, stored.last_error.as_deref()),
+            (
+                stored.enabled,
+                stored.failures,
+                stored.last_error.as_deref()
+            ),
             (false, 3, Some("no agent `gone`"))
         );
         assert!(store.set_enabled(&job.id, true, Some(now)).unwrap());
         let stored = store.get(&job.id).unwrap().unwrap();
-        assert_eq!((stored.enabled, stored.failures, stored.next_run), (true, 0, Some(now)));
+        assert_eq!(
+            (stored.enabled, stored.failures, stored.next_run),
+            (true, 0, Some(now))
+        );
     }
 }

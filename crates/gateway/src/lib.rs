@@ -56,16 +56,16 @@ pub use access::{Access, AccessDecision, AccessError, AccessRules};
 pub use approvals::{Answered, Approvals};
 pub use approvals_api::{PendingApproval, approval_routes};
 pub use autonomous::{Autonomous, AutonomousError, AutonomousRun, Delivery};
+pub use bus::{EventKind, OutboundBus, OutboundEvent, Outgoing, Sent, Subscription};
 pub use cron::{
     CronRunOutcome, CronScheduler, FIRST_RETRY, LAST_RETRY, MISSED_AFTER, ONE_SHOT_TRIES, backoff,
     cron_session, job_prompt,
 };
 pub use cron_api::cron_routes;
-pub use cron_jobs::{CronControl, CronError, JobRequest, job_line, jitter_offset, next_run};
+pub use cron_jobs::{CronControl, CronError, JobRequest, jitter_offset, job_line, next_run};
 pub use cron_store::{
     AfterRun, CronJob, CronStore, CronStoreError, KEPT_RUNS, NewJob, RunEnd, RunRecord, RunStatus,
 };
-pub use bus::{EventKind, OutboundBus, OutboundEvent, Outgoing, Sent, Subscription};
 pub use gateway::{Gateway, GatewayError, INBOX_FILE, OUTBOX_FILE};
 pub use gateway_agent::GatewayAgent;
 pub use heartbeat::{

@@ -167,7 +167,7 @@ pub enum HeartbeatCommand {
 #[derive(Debug, Subcommand)]
 pub enum CronCommand {
     /// Add a job: give its message and one of --every, --cron or --at.
-    Add(CronAddArgs),
+    Add(Box<CronAddArgs>),
     /// Every job: schedule, next run, where replies go, how the last run went.
     List {
         /// Print the jobs as a JSON array.

@@ -135,9 +135,7 @@ impl TypedTool for CronTool {
                 })
             }
         };
-        answer
-            .map(ToolOutput::trusted)
-            .map_err(ToolError::Rejected)
+        answer.map(ToolOutput::trusted).map_err(ToolError::Rejected)
     }
 }
 
@@ -171,7 +169,9 @@ mod tests {
 
     fn call(tool: &CronTool, ctx: &ToolContext, args: serde_json::Value) -> Result<String, String> {
         let prepared = crate::Tool::prepare(tool, args, ctx).map_err(|e| e.to_string())?;
-        block_on(prepared.run).map(|o| o.text).map_err(|e| e.to_string())
+        block_on(prepared.run)
+            .map(|o| o.text)
+            .map_err(|e| e.to_string())
     }
 
     fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
@@ -208,11 +208,19 @@ mod tests {
         );
         let cli = ToolContext::new("/tmp");
         assert_eq!(
-            call(&tool, &cli, serde_json::json!({"action": "add", "message": "x", "every": "0"})),
+            call(
+                &tool,
+                &cli,
+                serde_json::json!({"action": "add", "message": "x", "every": "0"})
+            ),
             Err("every: \"0\" is under 1 second".to_owned())
         );
         assert_eq!(
-            call(&tool, &cli, serde_json::json!({"action": "add", "every": "1h"})),
+            call(
+                &tool,
+                &cli,
+                serde_json::json!({"action": "add", "every": "1h"})
+            ),
             Err("message: say what the job is to do".to_owned())
         );
         assert_eq!(
@@ -241,6 +249,9 @@ mod tests {
             needs(serde_json::json!({"action": "remove", "id": "1a2b3c4d"})),
             (Risk::Guarded, vec![Capability::Schedule])
         );
-        assert_eq!(needs(serde_json::json!({"action": "list"})), (Risk::Safe, vec![]));
+        assert_eq!(
+            needs(serde_json::json!({"action": "list"})),
+            (Risk::Safe, vec![])
+        );
     }
 }

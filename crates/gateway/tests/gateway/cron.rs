@@ -74,7 +74,9 @@ async fn a_one_shot_added_while_the_gateway_runs_fires_once_and_is_gone() {
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(gateway.run(shutdown.clone()));
 
-    harness.mock.push(Reply::text("Take the cake out of the oven."));
+    harness
+        .mock
+        .push(Reply::text("Take the cake out of the oven."));
     let cake = jobs
         .add(JobRequest {
             name: Some("cake".to_owned()),
@@ -153,12 +155,7 @@ async fn missed_times_follow_catch_up_and_a_killed_run_is_marked_interrupted() {
     );
     let history = |id: &str| jobs.store().history(id, 10).unwrap();
     until(|| history(&backups.id).len() == 2 && history(&plants.id).len() == 1).await;
-    let statuses = |id: &str| {
-        history(id)
-            .iter()
-            .map(|run| run.status)
-            .collect::<Vec<_>>()
-    };
+    let statuses = |id: &str| history(id).iter().map(|run| run.status).collect::<Vec<_>>();
     assert_eq!(
         statuses(&backups.id),
         [RunStatus::Ok, RunStatus::Interrupted]

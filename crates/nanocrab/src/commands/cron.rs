@@ -22,7 +22,7 @@ pub fn run(env: &Env, command: CronCommand) -> anyhow::Result<()> {
     let config = env.load_config()?.config;
     let control = control(env, &config)?;
     match command {
-        CronCommand::Add(args) => add(&config, &control, args),
+        CronCommand::Add(args) => add(&config, &control, *args),
         CronCommand::List { json } => list(&config, &control, json),
         CronCommand::Remove { id } => {
             control.remove(&id)?;
@@ -90,7 +90,10 @@ fn add(config: &Config, control: &CronControl, args: CronAddArgs) -> anyhow::Res
 /// An invalid field named as the flag that gave it.
 fn flagged(err: CronError) -> anyhow::Error {
     match err {
-        CronError::Invalid { field: "schedule", message } => {
+        CronError::Invalid {
+            field: "schedule",
+            message,
+        } => {
             anyhow::anyhow!("{message} (--at, --every or --cron)")
         }
         CronError::Invalid { field, message } => anyhow::anyhow!("--{field}: {message}"),
@@ -111,7 +114,9 @@ fn wake(config: &Config) -> anyhow::Result<()> {
             Ok(())
         }
         Err(err) => {
-            tracing::warn!("the gateway did not take the change yet: {err}; it will on its next start");
+            tracing::warn!(
+                "the gateway did not take the change yet: {err}; it will on its next start"
+            );
             Ok(())
         }
     }
@@ -236,7 +241,9 @@ struct RunAnswer {
 fn run_now(config: &Config, control: &CronControl, id: &str) -> anyhow::Result<()> {
     control.get(id)?;
     if !config.cron.enabled {
-        bail!("cron.enabled is false: the gateway runs no job; set it to true and restart the gateway");
+        bail!(
+            "cron.enabled is false: the gateway runs no job; set it to true and restart the gateway"
+        );
     }
     let api = GatewayApi::new(&config.gateway)?;
     let body = match api.post("/v1/cron/run", &serde_json::json!({ "id": id })) {
@@ -258,7 +265,11 @@ fn run_now(config: &Config, control: &CronControl, id: &str) -> anyhow::Result<(
         }
         CronRunOutcome::Ran { delivery, .. } => match delivery {
             Delivery::Sent { chat, text } => {
-                outln!("{id}: sent to {} chat {}:\n{text}", chat.channel, chat.chat_id)?;
+                outln!(
+                    "{id}: sent to {} chat {}:\n{text}",
+                    chat.channel,
+                    chat.chat_id
+                )?;
             }
             Delivery::Silent => outln!("{id}: the agent had nothing to say")?,
             Delivery::NotSent { text, reason } => {

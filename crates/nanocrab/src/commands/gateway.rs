@@ -131,8 +131,8 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             approver,
             jobs,
         )
-            .map(|b| Arc::new(b.agent))
-            .map_err(|err| format!("{err:#}"))?;
+        .map(|b| Arc::new(b.agent))
+        .map_err(|err| format!("{err:#}"))?;
         built.insert(key, Arc::clone(&agent));
         Ok(agent)
     });

@@ -146,7 +146,11 @@ fn an_every_job_fires_survives_a_restart_and_keeps_its_history() {
             &first["delivery"],
             first["inputTokens"].as_u64().unwrap() > 0
         ),
-        (&json!("ok"), &json!(format!("sent to telegram:{OWNER}")), true)
+        (
+            &json!("ok"),
+            &json!(format!("sent to telegram:{OWNER}")),
+            true
+        )
     );
     let jobs = json_of(&home, &["list", "--json"]);
     assert_eq!(
@@ -167,10 +171,7 @@ fn an_every_job_fires_survives_a_restart_and_keeps_its_history() {
     let requests = home.requests();
     assert!(requests.len() >= 2);
     let last = message_texts(&requests[requests.len() - 1].body);
-    assert!(
-        last.last().unwrap().1.ends_with("Say ping."),
-        "{last:?}"
-    );
+    assert!(last.last().unwrap().1.ends_with("Say ping."), "{last:?}");
     assert!(last.len() <= 3, "{last:?}");
 }
 
@@ -212,7 +213,8 @@ fn remind_me_from_telegram_makes_a_job_that_delivers_to_that_chat() {
         "cron",
         json!({"action": "add", "message": "Remind the user to stretch.", "at": "+2s"}),
     ));
-    home.mock.push(Reply::text("I will remind you in two seconds."));
+    home.mock
+        .push(Reply::text("I will remind you in two seconds."));
     home.mock.push(Reply::text("Time to stretch!"));
     fake.push_update(telegram::private_text("remind me in 2 seconds to stretch"));
     let mut gateway = start(&home);
@@ -259,7 +261,10 @@ fn bad_input_and_unknown_ids_fail_naming_what_is_wrong() {
             &["--cron", "0 0 30 2 *"],
             "--cron: \"0 0 30 2 *\" never matches a date to come",
         ),
-        (&["--every", "1h", "--agent", "nobody"], "--agent: no agent `nobody`; known: main"),
+        (
+            &["--every", "1h", "--agent", "nobody"],
+            "--agent: no agent `nobody`; known: main",
+        ),
     ];
     for (args, error) in cases {
         let run = cron(&home, &[&["add", "--message", "m"], args].concat());
@@ -270,8 +275,7 @@ fn bad_input_and_unknown_ids_fail_naming_what_is_wrong() {
         let run = cron(&home, &[command, "nope"]);
         assert!(!run.success, "{command}");
         assert_eq!(
-            run.stderr,
-            "error: no job `nope`; `nanocrab cron list` shows the jobs\n",
+            run.stderr, "error: no job `nope`; `nanocrab cron list` shows the jobs\n",
             "{command}"
         );
     }
