@@ -89,12 +89,22 @@ enum RunFailure {
 }
 
 impl CronScheduler {
+    /// The scheduler of `control`'s jobs, which `agents` run through `autonomous`. Runs left
+    /// `running` by a gateway that was killed are marked interrupted here, before any new run
+    /// can start.
     pub fn new(
         control: CronControl,
         autonomous: Autonomous,
         agents: BTreeMap<String, Arc<Agent>>,
         catch_up: CatchUp,
     ) -> Self {
+        match control.store().interrupt_running(control.now()) {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::warn!("cron: {n} runs were cut short by the last stop; marked interrupted")
+            }
+            Err(err) => tracing::error!("cron: {err}"),
+        }
         Self {
             shared: Arc::new(Shared {
                 control,
@@ -124,13 +134,6 @@ impl CronScheduler {
     pub async fn run(self, stop: CancellationToken) {
         let shared = &self.shared;
         let control = &shared.control;
-        match control.store().interrupt_running(control.now()) {
-            Ok(0) => {}
-            Ok(n) => {
-                tracing::warn!("cron: {n} runs were cut short by the last stop; marked interrupted")
-            }
-            Err(err) => tracing::error!("cron: {err}"),
-        }
         if let Ok(jobs) = control.list() {
             for job in jobs
                 .iter()
@@ -236,22 +239,32 @@ impl Shared {
         let store = self.control.store();
         let started = self.control.now();
         tracing::info!(job = %job.id, agent = %job.agent, "cron: running \"{}\"", job.name);
-        let outcome = match store.start_run(&job.id, started) {
+        let recorded = match store.start_run(&job.id, started) {
             Ok(run_id) => {
                 let result = self.execute(&job).await;
                 let ended = self.control.now();
                 let (end, after, outcome) = self.conclude(&job, result, ended);
-                if let Err(err) = store.finish_run(&job.id, run_id, ended, &end, &after) {
-                    tracing::error!(job = %job.id, "cron: {err}");
-                }
+                store
+                    .finish_run(&job.id, run_id, ended, &end, &after)
+                    .map(|()| outcome)
+            }
+            Err(err) => Err(err),
+        };
+        let outcome = match recorded {
+            Ok(outcome) => {
+                self.release(&job.id);
                 outcome
             }
-            Err(err) => CronRunOutcome::Failed {
-                error: err.to_string(),
-                retry_at: job.next_run.map(|t| t.to_string()),
-            },
+            // Its next time could not be moved on: it stays claimed, so that it does not run
+            // again and again until the store can be written (after a restart).
+            Err(err) => {
+                tracing::error!(job = %job.id, "cron: {err}; the job does not run again until the gateway restarts");
+                CronRunOutcome::Failed {
+                    error: err.to_string(),
+                    retry_at: None,
+                }
+            }
         };
-        self.release(&job.id);
         // The job's next time has changed.
         self.control.wake();
         outcome
@@ -405,7 +418,9 @@ impl Shared {
         match self.autonomous.run_counted(run, keep).await {
             Ok(ran) => Ok(ran),
             Err(AutonomousError::Turn(TurnError::Abandoned)) => Err(RunFailure::Interrupted),
-            Err(err) => Err(RunFailure::Failed(err.to_string())),
+            Err(
+                err @ (AutonomousError::Submit(_) | AutonomousError::Turn(TurnError::Agent(_))),
+            ) => Err(RunFailure::Failed(err.to_string())),
         }
     }
 }

@@ -350,7 +350,9 @@ impl CronJobs for CronControl {
             Ok(_) | Err(CronError::UnknownJob { .. }) => {
                 return Err(format!("no job `{id}`; list shows yours"));
             }
-            Err(err) => return Err(err.to_string()),
+            Err(err @ (CronError::Invalid { .. } | CronError::Store(_))) => {
+                return Err(err.to_string());
+            }
         }
         CronControl::remove(self, id).map_err(|e| e.to_string())?;
         Ok(format!("Removed job {id}."))

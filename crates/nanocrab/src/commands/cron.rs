@@ -113,7 +113,7 @@ fn wake(config: &Config) -> anyhow::Result<()> {
             outln!("note: no gateway is running; jobs run while `nanocrab gateway` does")?;
             Ok(())
         }
-        Err(err) => {
+        Err(err @ (ApiError::Request { .. } | ApiError::Refused { .. })) => {
             tracing::warn!(
                 "the gateway did not take the change yet: {err}; it will on its next start"
             );
@@ -251,7 +251,7 @@ fn run_now(config: &Config, control: &CronControl, id: &str) -> anyhow::Result<(
         Err(ApiError::NotRunning { base }) => bail!(
             "no gateway answers at {base}: start `nanocrab gateway` first (jobs run in the gateway, which has the chats their replies go to)"
         ),
-        Err(err) => return Err(err.into()),
+        Err(err @ (ApiError::Request { .. } | ApiError::Refused { .. })) => return Err(err.into()),
     };
     let answer: RunAnswer = serde_json::from_slice(&body).with_context(|| {
         format!(

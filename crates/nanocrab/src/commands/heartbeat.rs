@@ -33,7 +33,7 @@ pub fn run(env: &Env, agent: &str) -> anyhow::Result<()> {
         Err(ApiError::NotRunning { base }) => bail!(
             "no gateway answers at {base}: start `nanocrab gateway` first (the heartbeat runs in the gateway, which has the chats its reply goes to)"
         ),
-        Err(err) => return Err(err.into()),
+        Err(err @ (ApiError::Request { .. } | ApiError::Refused { .. })) => return Err(err.into()),
     };
     let answer: Answer = serde_json::from_slice(&body).with_context(|| {
         format!("the gateway at {base} gave an answer this nanocrab does not read")

@@ -240,10 +240,11 @@ fn cron_line(env: &Env, config: &Config) -> anyhow::Result<String> {
         ),
         None => String::new(),
     };
-    Ok(format!(
-        "{off}{} jobs ({enabled} enabled){next}",
-        jobs.len()
-    ))
+    let count = match jobs.len() {
+        1 => "1 job".to_owned(),
+        n => format!("{n} jobs"),
+    };
+    Ok(format!("{off}{count} ({enabled} enabled){next}"))
 }
 
 /// `nanocrab providers list`.

@@ -280,11 +280,46 @@ fn bad_input_and_unknown_ids_fail_naming_what_is_wrong() {
         );
     }
     assert_eq!(json_of(&home, &["list", "--json"]), json!([]));
-    let status = home.run(home.nanocrab().arg("status"));
-    assert!(status.success, "{}", status.stderr);
-    assert!(
-        status.stdout.contains("\ncron       no jobs\n"),
-        "{}",
-        status.stdout
+    let status_line = || {
+        let status = home.run(home.nanocrab().arg("status"));
+        assert!(status.success, "{}", status.stderr);
+        status
+            .stdout
+            .lines()
+            .find(|line| line.starts_with("cron "))
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(status_line(), "cron       no jobs");
+
+    // Managed with no gateway running: each change says the jobs wait for one.
+    let id = add(
+        &home,
+        &["--message", "m", "--every", "1h", "--name", "hourly"],
     );
+    assert!(
+        status_line().starts_with(&format!(
+            "cron       1 job (1 enabled), next \"hourly\" ({id}) at "
+        )),
+        "{}",
+        status_line()
+    );
+    let disabled = cron(&home, &["disable", &id]);
+    assert!(disabled.success, "{}", disabled.stderr);
+    assert_eq!(
+        disabled.stdout,
+        format!(
+            "{id} \"hourly\" (main) every 1h, disabled, replies to nowhere (logged)\n\
+             note: no gateway is running; jobs run while `nanocrab gateway` does\n"
+        )
+    );
+    assert_eq!(status_line(), "cron       1 job (0 enabled)");
+    assert!(cron(&home, &["enable", &id]).success);
+    assert_eq!(
+        json_of(&home, &["list", "--json"])[0]["enabled"],
+        json!(true)
+    );
+    let removed = cron(&home, &["remove", &id]);
+    assert!(removed.stdout.starts_with(&format!("removed job {id}\n")));
+    assert_eq!(status_line(), "cron       no jobs");
 }
