@@ -61,7 +61,7 @@ impl ScheduleError {
 
 impl JobSchedule {
     /// `text` is an RFC 3339 moment (`2026-12-01T09:00:00+01:00`) or a time from `now`
-    /// (`+20m`, `+1h30m`); a moment not after `now` is an error.
+    /// (`+20m`, `+1h30m`), to the second; a moment not after `now` is an error.
     pub fn at(text: &str, now: Timestamp) -> Result<Self, ScheduleError> {
         let text = text.trim();
         let at = match text.strip_prefix('+') {
@@ -84,6 +84,8 @@ impl JobSchedule {
                 )
             })?,
         };
+        // Whole seconds: the store keeps them, and nobody schedules by the nanosecond.
+        let at = Timestamp::from_second(at.as_second()).unwrap_or(at);
         if at <= now {
             return Err(ScheduleError::new(
                 "at",
@@ -297,6 +299,10 @@ mod tests {
         assert_eq!(
             JobSchedule::at("2026-12-01T09:00:00+01:00", now),
             Ok(JobSchedule::At(at("2026-12-01T08:00:00Z")))
+        );
+        assert_eq!(
+            JobSchedule::at("+1s", at("2026-11-28T02:30:00.75Z")),
+            Ok(JobSchedule::At(at("2026-11-28T02:30:01Z")))
         );
         let fields: Vec<_> = ["2026-11-28T02:00:00Z", "+0", "tomorrow", "+5x"]
             .iter()
