@@ -42,6 +42,9 @@ pub const FIRST_RETRY: Duration = Duration::from_secs(30);
 pub const LAST_RETRY: Duration = Duration::from_secs(3_600);
 /// Runs a one-shot job gets before it is disabled.
 pub const ONE_SHOT_TRIES: u32 = 3;
+/// The longest the scheduler sleeps before it looks at the clock again, whatever is due
+/// later: a day, which keeps the timer well inside its range.
+const LONGEST_SLEEP: Duration = Duration::from_secs(86_400);
 
 /// What one run of a job came to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,7 +159,7 @@ impl CronScheduler {
                 match next {
                     Some(next) => {
                         let wait = Duration::try_from(next.duration_since(now)).unwrap_or_default();
-                        tokio::time::sleep(wait).await;
+                        tokio::time::sleep(wait.min(LONGEST_SLEEP)).await;
                     }
                     // Nothing is scheduled: only a change wakes it.
                     None => std::future::pending::<()>().await,
