@@ -26,8 +26,8 @@ use nanocrab_config::{CatchUp, DeliveryTarget};
 use nanocrab_core::{Agent, PromptMode, UserInput};
 use nanocrab_schema::{SessionKey, Usage};
 use serde::{Deserialize, Serialize};
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::autonomous::{Autonomous, AutonomousError, AutonomousRun, Delivery};
 use crate::cron_jobs::{CronControl, CronError, next_run};
@@ -81,8 +81,35 @@ struct Shared {
     agents: BTreeMap<String, Arc<Agent>>,
     /// `cron.catchUp`, for jobs that do not say.
     catch_up: CatchUp,
-    /// Jobs with a run going.
+    /// Jobs with a run going; each is let go of by its [`Claim`].
     running: Mutex<BTreeSet<String>>,
+    /// Every run going, the scheduler's and those asked for by hand: a run is a task of its
+    /// own, so that a caller that stops waiting (an HTTP client that hung up) does not cut it
+    /// short, and the scheduler waits for them all when it stops.
+    runs: TaskTracker,
+}
+
+/// Job `id` marked running; the mark goes when this is dropped, however the run ended
+/// (done, panicked, its task cancelled), unless [`Claim::keep`] said otherwise.
+struct Claim {
+    shared: Arc<Shared>,
+    id: String,
+    kept: bool,
+}
+
+impl Claim {
+    /// The job stays marked running after this is dropped: until the gateway restarts.
+    fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.shared.release(&self.id);
+        }
+    }
 }
 
 /// Why a run did not succeed.
@@ -115,6 +142,7 @@ impl CronScheduler {
                 agents,
                 catch_up,
                 running: Mutex::default(),
+                runs: TaskTracker::new(),
             }),
         }
     }
@@ -123,13 +151,25 @@ impl CronScheduler {
         &self.shared.control
     }
 
-    /// Runs job `id` now, whatever its schedule (a disabled one too), and waits for it.
+    /// Runs job `id` now, whatever its schedule (a disabled one too), and waits for it. The
+    /// run is a task of its own: dropping this future (the client hung up) leaves it running
+    /// and recorded.
     pub async fn run_now(&self, id: &str) -> Result<CronRunOutcome, CronError> {
         let job = self.shared.control.get(id)?;
-        if !self.shared.claim(&job.id) {
+        let Some(claim) = self.shared.claim(&job.id) else {
             return Ok(CronRunOutcome::Busy);
-        }
-        Ok(Arc::clone(&self.shared).run(job).await)
+        };
+        let run = self
+            .shared
+            .runs
+            .spawn(Arc::clone(&self.shared).run(job, claim));
+        Ok(run.await.unwrap_or_else(|err| {
+            tracing::error!(job = %id, "cron: the run's task failed: {err}");
+            CronRunOutcome::Failed {
+                error: format!("the run's task failed: {err}"),
+                retry_at: None,
+            }
+        }))
     }
 
     /// Runs the jobs as they come due until `stop`; a run going then is waited for (the
@@ -145,10 +185,9 @@ impl CronScheduler {
                 tracing::warn!(job = %job.id, "cron: job \"{}\" is for agent `{}`, which the config no longer has; its runs fail until it is removed or the agent is back", job.name, job.agent);
             }
         }
-        let mut runs = JoinSet::new();
         loop {
             let now = control.now();
-            let next = match shared.start_due(now, &mut runs) {
+            let next = match shared.start_due(now) {
                 Ok(next) => next,
                 Err(err) => {
                     tracing::error!("cron: {err}; trying again in a minute");
@@ -170,19 +209,25 @@ impl CronScheduler {
                 () = sleep => {}
                 () = control.woken() => {}
             }
-            while runs.try_join_next().is_some() {}
         }
-        runs.join_all().await;
+        shared.runs.close();
+        shared.runs.wait().await;
     }
 }
 
 impl Shared {
-    /// Marks job `id` as running; `false`: it already is.
-    fn claim(&self, id: &str) -> bool {
-        self.running
+    /// Marks job `id` as running; `None`: it already is.
+    fn claim(self: &Arc<Self>, id: &str) -> Option<Claim> {
+        let fresh = self
+            .running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.to_owned())
+            .insert(id.to_owned());
+        fresh.then(|| Claim {
+            shared: Arc::clone(self),
+            id: id.to_owned(),
+            kept: false,
+        })
     }
 
     fn release(&self, id: &str) {
@@ -194,11 +239,7 @@ impl Shared {
 
     /// Starts every job due at `now` (or skips those that missed their time, as their
     /// `catchUp` says); the earliest time another is due.
-    fn start_due(
-        self: &Arc<Self>,
-        now: Timestamp,
-        runs: &mut JoinSet<CronRunOutcome>,
-    ) -> Result<Option<Timestamp>, CronError> {
+    fn start_due(self: &Arc<Self>, now: Timestamp) -> Result<Option<Timestamp>, CronError> {
         let mut earliest: Option<Timestamp> = None;
         let mut consider = |at: Timestamp| {
             earliest = Some(earliest.map_or(at, |e| e.min(at)));
@@ -230,21 +271,30 @@ impl Shared {
                 }
             }
             // A job still running is looked at again when its run ends.
-            if self.claim(&job.id) {
-                runs.spawn(Arc::clone(self).run(job));
+            if let Some(claim) = self.claim(&job.id) {
+                self.runs.spawn(Arc::clone(self).run(job, claim));
             }
         }
         Ok(earliest)
     }
 
-    /// One run of `job`, claimed by the caller: recorded, and the job moved on.
-    async fn run(self: Arc<Self>, job: CronJob) -> CronRunOutcome {
+    /// One run of `job`, `claim`ed by the caller: recorded, and the job moved on.
+    async fn run(self: Arc<Self>, job: CronJob, claim: Claim) -> CronRunOutcome {
         let store = self.control.store();
         let started = self.control.now();
         tracing::info!(job = %job.id, agent = %job.agent, "cron: running \"{}\"", job.name);
         let recorded = match store.start_run(&job.id, started) {
             Ok(run_id) => {
-                let result = self.execute(&job).await;
+                // A turn that panics fails the run; it does not leave it `running`.
+                let turn = tokio::spawn({
+                    let shared = Arc::clone(&self);
+                    let job = job.clone();
+                    async move { shared.execute(&job).await }
+                });
+                let result = turn.await.unwrap_or_else(|err| {
+                    tracing::error!(job = %job.id, "cron: the run's task failed: {err}");
+                    Err(RunFailure::Failed(format!("the run's task failed: {err}")))
+                });
                 let ended = self.control.now();
                 let (end, after, outcome) = self.conclude(&job, result, ended);
                 store
@@ -255,12 +305,13 @@ impl Shared {
         };
         let outcome = match recorded {
             Ok(outcome) => {
-                self.release(&job.id);
+                drop(claim);
                 outcome
             }
             // Its next time could not be moved on: it stays claimed, so that it does not run
             // again and again until the store can be written (after a restart).
             Err(err) => {
+                claim.keep();
                 tracing::error!(job = %job.id, "cron: {err}; the job does not run again until the gateway restarts");
                 CronRunOutcome::Failed {
                     error: err.to_string(),

@@ -281,3 +281,68 @@ async fn a_job_never_runs_twice_at_once() {
     shutdown.cancel();
     task.await.unwrap();
 }
+
+/// `future`, or a panic if it has not ended after a long while: what a test waits for that
+/// never comes fails it instead of hanging.
+async fn eventually<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), future)
+        .await
+        .expect("waited a minute for it")
+}
+
+#[tokio::test]
+async fn a_run_whose_caller_hung_up_still_finishes_and_the_job_runs_again() {
+    let harness = Harness::new().await;
+    let jobs = control(&harness, &["main"], Arc::new(Timestamp::now));
+    let hourly = jobs
+        .add(JobRequest {
+            every: Some("1h".to_owned()),
+            deliver: Some("telegram:42".to_owned()),
+            ..job("Look at the news.")
+        })
+        .unwrap();
+    let gateway = harness.gateway().with_cron(jobs.clone(), CatchUp::Once);
+    let scheduler = gateway.cron().unwrap().clone();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(gateway.run(shutdown.clone()));
+
+    harness
+        .mock
+        .push(Reply::text("Nothing new.").with_delay(Duration::from_millis(300)));
+    // The client of `POST /v1/cron/run` hangs up in the middle of the turn: the server drops
+    // the request's future.
+    let request = tokio::spawn({
+        let scheduler = scheduler.clone();
+        let id = hourly.id.clone();
+        async move { scheduler.run_now(&id).await }
+    });
+    let history = || jobs.store().history(&hourly.id, 10).unwrap();
+    eventually(until(|| history().len() == 1)).await;
+    request.abort();
+    assert!(request.await.unwrap_err().is_cancelled());
+
+    // The run goes on, is recorded and its reply sent.
+    eventually(until(|| history()[0].status != RunStatus::Running)).await;
+    assert_eq!(
+        history().iter().map(untimed).collect::<Vec<_>>(),
+        [(
+            RunStatus::Ok,
+            None,
+            12,
+            7,
+            Some("sent to telegram:42".to_owned())
+        )]
+    );
+    assert_eq!(
+        harness.channel.wait_for_sent(1).await[0].text,
+        "Nothing new."
+    );
+    // ... and the job is not left marked running.
+    harness.mock.push(Reply::text("Still nothing."));
+    assert!(matches!(
+        eventually(scheduler.run_now(&hourly.id)).await.unwrap(),
+        CronRunOutcome::Ran { .. }
+    ));
+    shutdown.cancel();
+    task.await.unwrap();
+}
