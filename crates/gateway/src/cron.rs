@@ -87,6 +87,9 @@ struct Shared {
     /// own, so that a caller that stops waiting (an HTTP client that hung up) does not cut it
     /// short, and the scheduler waits for them all when it stops.
     runs: TaskTracker,
+    /// Jobs whose last run could not even be recorded as started (the store was busy), and
+    /// when they are tried again.
+    not_before: Mutex<BTreeMap<String, Timestamp>>,
 }
 
 /// Job `id` marked running; the mark goes when this is dropped, however the run ended
@@ -143,6 +146,7 @@ impl CronScheduler {
                 catch_up,
                 running: Mutex::default(),
                 runs: TaskTracker::new(),
+                not_before: Mutex::default(),
             }),
         }
     }
@@ -252,6 +256,16 @@ impl Shared {
                 consider(due);
                 continue;
             }
+            let retry = self
+                .not_before
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&job.id)
+                .copied();
+            if let Some(retry) = retry.filter(|retry| *retry > now) {
+                consider(retry);
+                continue;
+            }
             let late = Duration::try_from(now.duration_since(due)).unwrap_or_default();
             if late > MISSED_AFTER {
                 match job.catch_up.unwrap_or(self.catch_up) {
@@ -283,26 +297,45 @@ impl Shared {
         let store = self.control.store();
         let started = self.control.now();
         tracing::info!(job = %job.id, agent = %job.agent, "cron: running \"{}\"", job.name);
-        let recorded = match store.start_run(&job.id, started) {
-            Ok(run_id) => {
-                // A turn that panics fails the run; it does not leave it `running`.
-                let turn = tokio::spawn({
-                    let shared = Arc::clone(&self);
-                    let job = job.clone();
-                    async move { shared.execute(&job).await }
-                });
-                let result = turn.await.unwrap_or_else(|err| {
-                    tracing::error!(job = %job.id, "cron: the run's task failed: {err}");
-                    Err(RunFailure::Failed(format!("the run's task failed: {err}")))
-                });
-                let ended = self.control.now();
-                let (end, after, outcome) = self.conclude(&job, result, ended);
-                store
-                    .finish_run(&job.id, run_id, ended, &end, &after)
-                    .map(|()| outcome)
+        let run_id = match store.start_run(&job.id, started) {
+            Ok(run_id) => run_id,
+            // Nothing has run: the job is let go of, and tried again a little later.
+            Err(err) => {
+                let retry = started
+                    .checked_add(jiff::SignedDuration::try_from(FIRST_RETRY).unwrap_or_default())
+                    .unwrap_or(started);
+                self.not_before
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(job.id.clone(), retry);
+                drop(claim);
+                tracing::error!(job = %job.id, "cron: the run could not be recorded, so it did not start: {err}; it is tried again at {retry}");
+                self.control.wake();
+                return CronRunOutcome::Failed {
+                    error: format!("the run could not start: {err}"),
+                    retry_at: Some(retry.to_string()),
+                };
             }
-            Err(err) => Err(err),
         };
+        self.not_before
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&job.id);
+        // A turn that panics fails the run; it does not leave it `running`.
+        let turn = tokio::spawn({
+            let shared = Arc::clone(&self);
+            let job = job.clone();
+            async move { shared.execute(&job).await }
+        });
+        let result = turn.await.unwrap_or_else(|err| {
+            tracing::error!(job = %job.id, "cron: the run's task failed: {err}");
+            Err(RunFailure::Failed(format!("the run's task failed: {err}")))
+        });
+        let ended = self.control.now();
+        let (end, after, outcome) = self.conclude(&job, result, ended);
+        let recorded = store
+            .finish_run(&job.id, run_id, ended, &end, &after)
+            .map(|()| outcome);
         let outcome = match recorded {
             Ok(outcome) => {
                 drop(claim);

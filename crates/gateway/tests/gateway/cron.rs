@@ -346,3 +346,46 @@ async fn a_run_whose_caller_hung_up_still_finishes_and_the_job_runs_again() {
     shutdown.cancel();
     task.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_run_that_could_not_be_recorded_lets_go_of_its_job() {
+    let harness = Harness::new().await;
+    let jobs = control(&harness, &["main"], Arc::new(Timestamp::now));
+    let hourly = jobs
+        .add(JobRequest {
+            every: Some("1h".to_owned()),
+            ..job("Look at the news.")
+        })
+        .unwrap();
+    let gateway = harness.gateway().with_cron(jobs.clone(), CatchUp::Once);
+    let scheduler = gateway.cron().unwrap().clone();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(gateway.run(shutdown.clone()));
+
+    // Another process holds the store for too long: the run cannot be recorded as started.
+    let other = rusqlite::Connection::open(jobs.store().path()).unwrap();
+    other
+        .execute_batch(
+            "CREATE TRIGGER busy BEFORE INSERT ON runs \
+             BEGIN SELECT RAISE(ABORT, 'database is locked'); END;",
+        )
+        .unwrap();
+    let CronRunOutcome::Failed { error, retry_at } =
+        eventually(scheduler.run_now(&hourly.id)).await.unwrap()
+    else {
+        panic!("the run started");
+    };
+    assert!(error.starts_with("the run could not start: "), "{error}");
+    assert!(retry_at.is_some());
+    assert!(harness.mock.requests().is_empty());
+
+    // Once the store can be written again, the job runs: it was not left claimed.
+    other.execute_batch("DROP TRIGGER busy;").unwrap();
+    harness.mock.push(Reply::text("Nothing new."));
+    assert!(matches!(
+        eventually(scheduler.run_now(&hourly.id)).await.unwrap(),
+        CronRunOutcome::Ran { .. }
+    ));
+    shutdown.cancel();
+    task.await.unwrap();
+}
