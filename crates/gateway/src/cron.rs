@@ -2,6 +2,9 @@
 //! due, or until it is woken because the jobs changed (the tool, `POST /v1/cron/wake`), and
 //! reads the store again then. Nothing runs in between: no job, no wake-up.
 //!
+//! While jobs wait, the wall clock is read again at least every [`CLOCK_CHECK`](crate::CLOCK_CHECK)
+//! (a minute), so that a suspended laptop or a clock set by NTP does not make them late.
+//!
 //! A due job runs as an [`AutonomousRun`] in its own session (`agent:<id>:cron:<jobId>`,
 //! earlier runs out of view so each costs the same) or the one it names, its reply to the chat
 //! it names. Its run is recorded (start, end, status, error, tokens, where the reply went);
@@ -42,9 +45,6 @@ pub const FIRST_RETRY: Duration = Duration::from_secs(30);
 pub const LAST_RETRY: Duration = Duration::from_secs(3_600);
 /// Runs a one-shot job gets before it is disabled.
 pub const ONE_SHOT_TRIES: u32 = 3;
-/// The longest the scheduler sleeps before it looks at the clock again, whatever is due
-/// later: a day, which keeps the timer well inside its range.
-const LONGEST_SLEEP: Duration = Duration::from_secs(86_400);
 
 /// What one run of a job came to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -202,7 +202,9 @@ impl CronScheduler {
                 match next {
                     Some(next) => {
                         let wait = Duration::try_from(next.duration_since(now)).unwrap_or_default();
-                        tokio::time::sleep(wait.min(LONGEST_SLEEP)).await;
+                        // The timer's clock stops while the machine sleeps and does not follow
+                        // the wall clock when it is set: the wall clock is read again soon.
+                        tokio::time::sleep(wait.min(control.clock_check())).await;
                     }
                     // Nothing is scheduled: only a change wakes it.
                     None => std::future::pending::<()>().await,

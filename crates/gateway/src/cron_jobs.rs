@@ -17,6 +17,11 @@ use tokio::sync::Notify;
 use crate::cron_store::{CronJob, CronStore, CronStoreError, NewJob};
 use crate::heartbeat::Clock;
 
+/// How often the scheduler looks at the wall clock again while jobs are waiting: its timer
+/// runs on a clock that stops while the machine sleeps and does not follow when the wall clock
+/// is set, so a job due in hours would run hours late after a suspend.
+pub const CLOCK_CHECK: Duration = Duration::from_secs(60);
+
 /// A job's name, when none is given: the start of its message.
 const DEFAULT_NAME_CHARS: usize = 40;
 
@@ -67,6 +72,7 @@ pub struct CronControl {
     store: Arc<CronStore>,
     agents: Arc<Vec<String>>,
     clock: Clock,
+    clock_check: Duration,
     wake: Arc<Notify>,
 }
 
@@ -77,8 +83,21 @@ impl CronControl {
             store,
             agents: Arc::new(agents),
             clock,
+            clock_check: CLOCK_CHECK,
             wake: Arc::new(Notify::new()),
         }
+    }
+
+    /// The scheduler looks at the clock at least this often instead of every
+    /// [`CLOCK_CHECK`]: for tests, which move the clock.
+    pub fn with_clock_check(mut self, every: Duration) -> Self {
+        self.clock_check = every;
+        self
+    }
+
+    /// The longest the scheduler sleeps while a job is waiting.
+    pub fn clock_check(&self) -> Duration {
+        self.clock_check
     }
 
     pub fn store(&self) -> &CronStore {

@@ -62,7 +62,9 @@ pub use cron::{
     cron_session, job_prompt,
 };
 pub use cron_api::cron_routes;
-pub use cron_jobs::{CronControl, CronError, JobRequest, jitter_offset, job_line, next_run};
+pub use cron_jobs::{
+    CLOCK_CHECK, CronControl, CronError, JobRequest, jitter_offset, job_line, next_run,
+};
 pub use cron_store::{
     AfterRun, CronJob, CronStore, CronStoreError, KEPT_RUNS, NewJob, RunEnd, RunRecord, RunStatus,
 };

@@ -389,3 +389,42 @@ async fn a_run_that_could_not_be_recorded_lets_go_of_its_job() {
     shutdown.cancel();
     task.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_job_runs_on_time_after_the_wall_clock_jumped() {
+    let harness = Harness::new().await;
+    let made = at("2026-11-28T00:00:00Z");
+    let now = Arc::new(std::sync::Mutex::new(made));
+    let clock: Clock = {
+        let now = Arc::clone(&now);
+        Arc::new(move || *now.lock().unwrap())
+    };
+    let jobs = control(&harness, &["main"], clock).with_clock_check(Duration::from_millis(20));
+    let hourly = jobs
+        .add(JobRequest {
+            every: Some("1h".to_owned()),
+            ..job("Look at the news.")
+        })
+        .unwrap();
+    harness.mock.push(Reply::text("Nothing new."));
+    let gateway = harness.gateway().with_cron(jobs.clone(), CatchUp::Once);
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(gateway.run(shutdown.clone()));
+
+    // The laptop slept for an hour: the wall clock moved on, the timer's clock did not.
+    *now.lock().unwrap() = at("2026-11-28T01:00:01Z");
+    eventually(until(|| {
+        jobs.store()
+            .history(&hourly.id, 10)
+            .unwrap()
+            .first()
+            .is_some_and(|run| run.status == RunStatus::Ok)
+    }))
+    .await;
+    assert_eq!(
+        jobs.get(&hourly.id).unwrap().next_run,
+        Some(at("2026-11-28T02:00:00Z"))
+    );
+    shutdown.cancel();
+    task.await.unwrap();
+}
