@@ -368,12 +368,18 @@ impl Shared {
     ) -> (RunEnd, AfterRun, CronRunOutcome) {
         match result {
             Ok((delivery, usage)) => {
+                // The agent did its work; a reply that found no chat is kept in view.
+                let note = match &delivery {
+                    Delivery::NotSent { .. } => Some(delivery_line(&delivery)),
+                    Delivery::Sent { .. } | Delivery::Silent => None,
+                };
                 let end = RunEnd {
                     status: RunStatus::Ok,
                     error: None,
                     input_tokens: usage.input_tokens,
                     output_tokens: usage.output_tokens,
                     delivery: Some(delivery_line(&delivery)),
+                    note,
                 };
                 let after = if job.schedule.is_once() {
                     AfterRun::Done
@@ -404,6 +410,7 @@ impl Shared {
                     input_tokens: 0,
                     output_tokens: 0,
                     delivery: None,
+                    note: None,
                 };
                 // Still due: the next start's catchUp decides.
                 let after = AfterRun::Next {
@@ -453,6 +460,7 @@ impl Shared {
                     input_tokens: 0,
                     output_tokens: 0,
                     delivery: None,
+                    note: None,
                 };
                 let outcome = CronRunOutcome::Failed {
                     error,
@@ -543,7 +551,7 @@ fn delivery_line(delivery: &Delivery) -> String {
     match delivery {
         Delivery::Sent { chat, .. } => format!("sent to {}:{}", chat.channel, chat.chat_id),
         Delivery::Silent => "nothing to say".to_owned(),
-        Delivery::NotSent { reason, .. } => format!("not sent: {reason}"),
+        Delivery::NotSent { reason, .. } => format!("not delivered: {reason}"),
     }
 }
 
@@ -608,6 +616,7 @@ mod tests {
             last_run: None,
             last_status: None,
             last_error: None,
+            last_note: None,
         };
         insta::assert_snapshot!(job_prompt(&job));
         assert_eq!(

@@ -315,6 +315,8 @@ pub fn job_line(job: &CronJob) -> String {
             "; last run failed ({} in a row): {error}",
             job.failures
         ));
+    } else if let Some(note) = &job.last_note {
+        line.push_str(&format!("; last run: {note}"));
     }
     line
 }

@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     failures INTEGER NOT NULL DEFAULT 0,
     last_run INTEGER,
     last_status TEXT,
-    last_error TEXT
+    last_error TEXT,
+    last_note TEXT
 );
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -114,6 +115,8 @@ pub struct CronJob {
     pub last_run: Option<Timestamp>,
     pub last_status: Option<RunStatus>,
     pub last_error: Option<String>,
+    /// What the last run that went well still left to wish: `not delivered: <reason>`.
+    pub last_note: Option<String>,
 }
 
 /// How a run went.
@@ -190,6 +193,8 @@ pub struct RunEnd {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub delivery: Option<String>,
+    /// Kept with the job until its next run: what went wrong in a run that went well.
+    pub note: Option<String>,
 }
 
 /// What becomes of a job once a run has ended.
@@ -218,7 +223,7 @@ impl std::fmt::Debug for CronStore {
 }
 
 const JOB_COLUMNS: &str = "id, name, agent, message, kind, spec, tz, session, deliver, jitter, \
-    catch_up, enabled, created_at, next_run, failures, last_run, last_status, last_error";
+    catch_up, enabled, created_at, next_run, failures, last_run, last_status, last_error, last_note";
 
 impl CronStore {
     /// Opens the store at `path`, creating it (and its folder) if missing.
@@ -242,6 +247,7 @@ impl CronStore {
             .busy_timeout(Duration::from_secs(5))
             .map_err(sql)?;
         connection.execute_batch(SCHEMA).map_err(sql)?;
+        migrate(&connection).map_err(sql)?;
         Ok(Self {
             path: path.to_path_buf(),
             connection: Mutex::new(connection),
@@ -325,6 +331,7 @@ impl CronStore {
             last_run: None,
             last_status: None,
             last_error: None,
+            last_note: None,
         })
     }
 
@@ -437,7 +444,7 @@ impl CronStore {
                 transaction
                     .execute(
                         "UPDATE jobs SET next_run = ?2, failures = ?3, last_run = ?4, \
-                         last_status = ?5, last_error = ?6, \
+                         last_status = ?5, last_error = ?6, last_note = ?7, \
                          enabled = CASE WHEN ?2 IS NULL THEN 0 ELSE enabled END WHERE id = ?1",
                         params![
                             job_id,
@@ -446,6 +453,7 @@ impl CronStore {
                             at.as_second(),
                             end.status.name(),
                             end.error,
+                            end.note,
                         ],
                     )
                     .map_err(self.sql())?;
@@ -476,6 +484,7 @@ impl CronStore {
             input_tokens: 0,
             output_tokens: 0,
             delivery: None,
+            note: None,
         };
         let failures = self.get(job_id)?.map_or(0, |job| job.failures);
         self.finish_run(
@@ -553,6 +562,7 @@ impl CronStore {
             last_run: stored.last_run.map(timestamp),
             last_status: stored.last_status.as_deref().and_then(RunStatus::parse),
             last_error: stored.last_error,
+            last_note: stored.last_note,
         })
     }
 }
@@ -577,6 +587,7 @@ struct StoredJob {
     last_run: Option<i64>,
     last_status: Option<String>,
     last_error: Option<String>,
+    last_note: Option<String>,
 }
 
 impl StoredJob {
@@ -600,8 +611,27 @@ impl StoredJob {
             last_run: row.get(15)?,
             last_status: row.get(16)?,
             last_error: row.get(17)?,
+            last_note: row.get(18)?,
         })
     }
+}
+
+/// The store's layout version, in `PRAGMA user_version`.
+const VERSION: i64 = 1;
+
+/// Brings a store made by an earlier nanocrab to [`VERSION`]: 0 had no `jobs.last_note`.
+fn migrate(connection: &Connection) -> rusqlite::Result<()> {
+    let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if version >= VERSION {
+        return Ok(());
+    }
+    let has_note = connection
+        .prepare("SELECT last_note FROM jobs LIMIT 0")
+        .is_ok();
+    if !has_note {
+        connection.execute_batch("ALTER TABLE jobs ADD COLUMN last_note TEXT;")?;
+    }
+    connection.pragma_update(None, "user_version", VERSION)
 }
 
 fn new_id() -> String {
@@ -656,6 +686,7 @@ mod tests {
             input_tokens: 120,
             output_tokens: 8,
             delivery: Some("telegram:42".to_owned()),
+            note: None,
         };
         let next = AfterRun::Next {
             next_run: Some(at("2026-11-28T02:30:04Z")),
@@ -734,6 +765,7 @@ mod tests {
             input_tokens: 1,
             output_tokens: 1,
             delivery: None,
+            note: None,
         };
         store
             .finish_run(
@@ -765,6 +797,7 @@ mod tests {
             input_tokens: 0,
             output_tokens: 0,
             delivery: None,
+            note: None,
         };
         let gave_up = AfterRun::Next {
             next_run: None,
@@ -786,5 +819,42 @@ mod tests {
             (stored.enabled, stored.failures, stored.next_run),
             (true, 0, Some(now))
         );
+    }
+
+    #[test]
+    fn a_store_of_the_first_layout_gains_the_note_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cron.sqlite");
+        let first = Connection::open(&path).unwrap();
+        first
+            .execute_batch(&SCHEMA.replace(",\n    last_note TEXT", ""))
+            .unwrap();
+        drop(first);
+        let store = CronStore::open(&path).unwrap();
+        let now = at("2026-11-28T02:30:00Z");
+        let job = store.add(every("plants"), now, |_| Some(now)).unwrap();
+        let run = store.start_run(&job.id, now).unwrap();
+        let end = RunEnd {
+            status: RunStatus::Ok,
+            error: None,
+            input_tokens: 1,
+            output_tokens: 1,
+            delivery: Some("not delivered: no chat".to_owned()),
+            note: Some("not delivered: no chat".to_owned()),
+        };
+        let next = AfterRun::Next {
+            next_run: Some(now),
+            failures: 0,
+        };
+        store.finish_run(&job.id, run, now, &end, &next).unwrap();
+        assert_eq!(
+            store.get(&job.id).unwrap().unwrap().last_note.as_deref(),
+            Some("not delivered: no chat")
+        );
+        let version: i64 = store
+            .lock()
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, VERSION);
     }
 }

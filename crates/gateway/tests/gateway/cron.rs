@@ -428,3 +428,61 @@ async fn a_job_runs_on_time_after_the_wall_clock_jumped() {
     shutdown.cancel();
     task.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_reply_that_found_no_chat_is_kept_in_view() {
+    let harness = Harness::new().await;
+    let jobs = control(&harness, &["main"], Arc::new(Timestamp::now));
+    let hourly = jobs
+        .add(JobRequest {
+            every: Some("1h".to_owned()),
+            deliver: Some("slack:C42".to_owned()),
+            ..job("Look at the news.")
+        })
+        .unwrap();
+    let gateway = harness.gateway().with_cron(jobs.clone(), CatchUp::Once);
+    let scheduler = gateway.cron().unwrap().clone();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(gateway.run(shutdown.clone()));
+
+    harness.mock.push(Reply::text("Nothing new."));
+    let reason = "the gateway runs no slack channel";
+    assert_eq!(
+        eventually(scheduler.run_now(&hourly.id)).await.unwrap(),
+        CronRunOutcome::Ran {
+            delivery: Delivery::NotSent {
+                text: "Nothing new.".to_owned(),
+                reason: reason.to_owned(),
+            },
+            input_tokens: 12,
+            output_tokens: 7,
+        }
+    );
+    // The agent did its work: the run is ok, but the job says its reply went nowhere.
+    let note = format!("not delivered: {reason}");
+    let ran = jobs.get(&hourly.id).unwrap();
+    assert_eq!(
+        (
+            ran.last_status,
+            ran.last_error.as_deref(),
+            ran.last_note.as_deref()
+        ),
+        (Some(RunStatus::Ok), None, Some(note.as_str()))
+    );
+    assert!(
+        nanocrab_gateway::job_line(&ran).ends_with(&format!("; last run: {note}")),
+        "{}",
+        nanocrab_gateway::job_line(&ran)
+    );
+    assert_eq!(
+        jobs.store()
+            .history(&hourly.id, 10)
+            .unwrap()
+            .iter()
+            .map(untimed)
+            .collect::<Vec<_>>(),
+        [(RunStatus::Ok, None, 12, 7, Some(note.clone()))]
+    );
+    shutdown.cancel();
+    task.await.unwrap();
+}

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use nanocrab_config::Config;
+use nanocrab_config::{Config, DeliveryTarget};
 use nanocrab_gateway::{
     CronControl, CronError, CronJob, CronRunOutcome, CronStore, Delivery, JobRequest, RunRecord,
     job_line,
@@ -22,7 +22,7 @@ pub fn run(env: &Env, command: CronCommand) -> anyhow::Result<()> {
     let config = env.load_config()?.config;
     let control = control(env, &config)?;
     match command {
-        CronCommand::Add(args) => add(&config, &control, *args),
+        CronCommand::Add(args) => add(env, &config, &control, *args),
         CronCommand::List { json } => list(&config, &control, json),
         CronCommand::Remove { id } => {
             control.remove(&id)?;
@@ -54,7 +54,7 @@ fn control(env: &Env, config: &Config) -> anyhow::Result<CronControl> {
     ))
 }
 
-fn add(config: &Config, control: &CronControl, args: CronAddArgs) -> anyhow::Result<()> {
+fn add(env: &Env, config: &Config, control: &CronControl, args: CronAddArgs) -> anyhow::Result<()> {
     let CronAddArgs {
         name,
         message,
@@ -68,6 +68,9 @@ fn add(config: &Config, control: &CronControl, args: CronAddArgs) -> anyhow::Res
         jitter,
         catch_up,
     } = args;
+    if let Some(deliver) = &deliver {
+        check_channel(env, config, deliver)?;
+    }
     let job = control
         .add(JobRequest {
             name,
@@ -85,6 +88,35 @@ fn add(config: &Config, control: &CronControl, args: CronAddArgs) -> anyhow::Res
         .map_err(flagged)?;
     outln!("added {}", job_line(&job))?;
     wake(config)
+}
+
+/// A `--deliver` that names a channel the config does not run is refused now, not found out
+/// when the job runs.
+fn check_channel(env: &Env, config: &Config, deliver: &str) -> anyhow::Result<()> {
+    let Ok(DeliveryTarget::Chat { channel, .. }) = DeliveryTarget::parse(deliver.trim()) else {
+        // `last`, `none`, or an error `add` names.
+        return Ok(());
+    };
+    let running: Vec<&str> = config
+        .channels
+        .telegram
+        .as_ref()
+        .filter(|t| t.enabled)
+        .map(|_| "telegram")
+        .into_iter()
+        .collect();
+    if !running.contains(&channel.as_str()) {
+        let running = if running.is_empty() {
+            "none is enabled".to_owned()
+        } else {
+            format!("enabled: {}", running.join(", "))
+        };
+        bail!(
+            "--deliver: the config has no `{channel}` channel to send the reply to ({running} in `channels` of {})",
+            env.config_path.display()
+        );
+    }
+    Ok(())
 }
 
 /// An invalid field named as the flag that gave it.
@@ -142,6 +174,7 @@ struct JobView {
     last_run: Option<String>,
     last_status: Option<&'static str>,
     last_error: Option<String>,
+    last_note: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -174,6 +207,7 @@ impl From<&CronJob> for JobView {
             last_run: job.last_run.map(|t| t.to_string()),
             last_status: job.last_status.map(|s| s.name()),
             last_error: job.last_error.clone(),
+            last_note: job.last_note.clone(),
         }
     }
 }

@@ -243,7 +243,7 @@ fn remind_me_from_telegram_makes_a_job_that_delivers_to_that_chat() {
 fn bad_input_and_unknown_ids_fail_naming_what_is_wrong() {
     let fake = FakeTelegram::spawn(TOKEN);
     let home = cron_home(&fake, &[]);
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--every", "0"], "--every: \"0\" is under 1 second"),
         (
             &["--cron", "0 9 * *"],
@@ -264,6 +264,10 @@ fn bad_input_and_unknown_ids_fail_naming_what_is_wrong() {
         (
             &["--every", "1h", "--agent", "nobody"],
             "--agent: no agent `nobody`; known: main",
+        ),
+        (
+            &["--every", "1h", "--deliver", "slack:C42"],
+            "--deliver: the config has no `slack` channel to send the reply to (enabled: telegram in `channels` of ",
         ),
     ];
     for (args, error) in cases {
