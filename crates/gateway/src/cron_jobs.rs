@@ -40,6 +40,8 @@ pub struct JobRequest {
     pub deliver: Option<String>,
     pub jitter: Option<String>,
     pub catch_up: Option<String>,
+    /// Untrusted text the asking turn had read (see [`CronRequest::untrusted_sources`]).
+    pub untrusted_sources: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +145,7 @@ impl CronControl {
             deliver,
             jitter,
             catch_up,
+            untrusted_sources,
         } = request;
         let message = message.trim().to_owned();
         if message.is_empty() {
@@ -219,6 +222,7 @@ impl CronControl {
             deliver,
             jitter,
             catch_up,
+            untrusted_sources,
         })
     }
 
@@ -332,6 +336,7 @@ impl CronJobs for CronControl {
             cron,
             tz,
             deliver,
+            untrusted_sources,
         } = request;
         let job = CronControl::add(
             self,
@@ -344,6 +349,7 @@ impl CronJobs for CronControl {
                 cron,
                 tz,
                 deliver,
+                untrusted_sources,
                 ..JobRequest::default()
             },
         )

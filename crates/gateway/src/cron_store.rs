@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     last_run INTEGER,
     last_status TEXT,
     last_error TEXT,
-    last_note TEXT
+    last_note TEXT,
+    untrusted TEXT
 );
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -92,6 +93,9 @@ pub struct NewJob {
     pub jitter: Duration,
     /// `None`: `cron.catchUp`.
     pub catch_up: Option<CatchUp>,
+    /// Where the untrusted text came from that the turn adding it had read; empty: the user's
+    /// own words. A job with any has its message fenced as data when it runs.
+    pub untrusted_sources: Vec<String>,
 }
 
 /// A stored job.
@@ -106,6 +110,7 @@ pub struct CronJob {
     pub deliver: Option<String>,
     pub jitter: Duration,
     pub catch_up: Option<CatchUp>,
+    pub untrusted_sources: Vec<String>,
     pub enabled: bool,
     pub created_at: Timestamp,
     /// When it runs next; `None`: never again (a one-shot that gave up).
@@ -223,7 +228,7 @@ impl std::fmt::Debug for CronStore {
 }
 
 const JOB_COLUMNS: &str = "id, name, agent, message, kind, spec, tz, session, deliver, jitter, \
-    catch_up, enabled, created_at, next_run, failures, last_run, last_status, last_error, last_note";
+    catch_up, enabled, created_at, next_run, failures, last_run, last_status, last_error, last_note, untrusted";
 
 impl CronStore {
     /// Opens the store at `path`, creating it (and its folder) if missing.
@@ -295,8 +300,8 @@ impl CronStore {
         connection
             .execute(
                 "INSERT INTO jobs (id, name, agent, message, kind, spec, tz, session, deliver, \
-                 jitter, catch_up, enabled, created_at, next_run) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1, ?12, ?13)",
+                 jitter, catch_up, enabled, created_at, next_run, untrusted) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1, ?12, ?13, ?14)",
                 params![
                     id,
                     job.name,
@@ -311,6 +316,7 @@ impl CronStore {
                     job.catch_up.map(CatchUp::name),
                     now.as_second(),
                     next_run.map(|t| t.as_second()),
+                    sources_text(&job.untrusted_sources),
                 ],
             )
             .map_err(self.sql())?;
@@ -324,6 +330,7 @@ impl CronStore {
             deliver: job.deliver,
             jitter: job.jitter,
             catch_up: job.catch_up,
+            untrusted_sources: job.untrusted_sources,
             enabled: true,
             created_at: Timestamp::from_second(now.as_second()).unwrap_or(now),
             next_run: next_run.and_then(|t| Timestamp::from_second(t.as_second()).ok()),
@@ -555,6 +562,11 @@ impl CronStore {
             deliver: stored.deliver,
             jitter: Duration::from_secs(u64::try_from(stored.jitter).unwrap_or(0)),
             catch_up: stored.catch_up.and_then(|c| CatchUp::parse(&c).ok()),
+            untrusted_sources: stored
+                .untrusted
+                .as_deref()
+                .map(sources_of)
+                .unwrap_or_default(),
             enabled: stored.enabled,
             created_at: timestamp(stored.created_at),
             next_run: stored.next_run.map(timestamp),
@@ -588,6 +600,7 @@ struct StoredJob {
     last_status: Option<String>,
     last_error: Option<String>,
     last_note: Option<String>,
+    untrusted: Option<String>,
 }
 
 impl StoredJob {
@@ -612,6 +625,7 @@ impl StoredJob {
             last_status: row.get(16)?,
             last_error: row.get(17)?,
             last_note: row.get(18)?,
+            untrusted: row.get(19)?,
         })
     }
 }
@@ -619,19 +633,37 @@ impl StoredJob {
 /// The store's layout version, in `PRAGMA user_version`.
 const VERSION: i64 = 1;
 
-/// Brings a store made by an earlier nanocrab to [`VERSION`]: 0 had no `jobs.last_note`.
+/// Brings a store made by an earlier nanocrab to [`VERSION`]: 0 had no `jobs.last_note` and
+/// no `jobs.untrusted`.
 fn migrate(connection: &Connection) -> rusqlite::Result<()> {
     let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
     if version >= VERSION {
         return Ok(());
     }
-    let has_note = connection
-        .prepare("SELECT last_note FROM jobs LIMIT 0")
-        .is_ok();
-    if !has_note {
-        connection.execute_batch("ALTER TABLE jobs ADD COLUMN last_note TEXT;")?;
+    for column in ["last_note", "untrusted"] {
+        let present = connection
+            .prepare(&format!("SELECT {column} FROM jobs LIMIT 0"))
+            .is_ok();
+        if !present {
+            connection.execute_batch(&format!("ALTER TABLE jobs ADD COLUMN {column} TEXT;"))?;
+        }
     }
     connection.pragma_update(None, "user_version", VERSION)
+}
+
+/// Untrusted sources as stored: one a line (a source is on one line), `NULL` for none.
+fn sources_text(sources: &[String]) -> Option<String> {
+    (!sources.is_empty()).then(|| {
+        sources
+            .iter()
+            .map(|s| s.replace('\n', " "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+}
+
+fn sources_of(text: &str) -> Vec<String> {
+    text.lines().map(str::to_owned).collect()
 }
 
 fn new_id() -> String {
@@ -665,6 +697,7 @@ mod tests {
             deliver: Some("telegram:42".to_owned()),
             jitter: Duration::ZERO,
             catch_up: Some(CatchUp::Skip),
+            untrusted_sources: Vec::new(),
         }
     }
 
@@ -822,17 +855,35 @@ mod tests {
     }
 
     #[test]
-    fn a_store_of_the_first_layout_gains_the_note_column() {
+    fn a_store_of_the_first_layout_gains_the_new_columns() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cron.sqlite");
         let first = Connection::open(&path).unwrap();
         first
-            .execute_batch(&SCHEMA.replace(",\n    last_note TEXT", ""))
+            .execute_batch(
+                &SCHEMA
+                    .replace(",\n    last_note TEXT", "")
+                    .replace(",\n    untrusted TEXT", ""),
+            )
             .unwrap();
         drop(first);
         let store = CronStore::open(&path).unwrap();
         let now = at("2026-11-28T02:30:00Z");
-        let job = store.add(every("plants"), now, |_| Some(now)).unwrap();
+        let read = vec![
+            "web_fetch https://example.com".to_owned(),
+            "mail".to_owned(),
+        ];
+        let job = store
+            .add(
+                NewJob {
+                    untrusted_sources: read.clone(),
+                    ..every("plants")
+                },
+                now,
+                |_| Some(now),
+            )
+            .unwrap();
+        assert_eq!(store.get(&job.id).unwrap().unwrap().untrusted_sources, read);
         let run = store.start_run(&job.id, now).unwrap();
         let end = RunEnd {
             status: RunStatus::Ok,

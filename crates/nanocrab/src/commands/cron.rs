@@ -84,6 +84,8 @@ fn add(env: &Env, config: &Config, control: &CronControl, args: CronAddArgs) -> 
             deliver,
             jitter,
             catch_up,
+            // Typed by the user.
+            untrusted_sources: Vec::new(),
         })
         .map_err(flagged)?;
     outln!("added {}", job_line(&job))?;
@@ -167,6 +169,8 @@ struct JobView {
     deliver: Option<String>,
     jitter_seconds: u64,
     catch_up: Option<&'static str>,
+    /// Untrusted text the agent had read when it added the job.
+    untrusted_sources: Vec<String>,
     enabled: bool,
     created_at: String,
     next_run: Option<String>,
@@ -200,6 +204,7 @@ impl From<&CronJob> for JobView {
             deliver: job.deliver.clone(),
             jitter_seconds: job.jitter.as_secs(),
             catch_up: job.catch_up.map(|c| c.name()),
+            untrusted_sources: job.untrusted_sources.clone(),
             enabled: job.enabled,
             created_at: job.created_at.to_string(),
             next_run: job.next_run.map(|t| t.to_string()),
