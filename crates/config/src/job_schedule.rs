@@ -170,6 +170,24 @@ impl JobSchedule {
         }
     }
 
+    /// The zone a cron expression is read in (the machine's own when it names none); `None`
+    /// for the other schedules, whose times are moments.
+    pub fn zone(&self) -> Option<&TimeZone> {
+        match self {
+            Self::At(_) | Self::Every(_) => None,
+            Self::Cron(spec) => Some(&spec.tz),
+        }
+    }
+
+    /// `at` as a person reads this schedule's times: in the cron expression's zone, with its
+    /// offset and name (`2026-11-30T09:00:00+01:00[Europe/Berlin]`); other schedules in UTC.
+    pub fn show_time(&self, at: Timestamp) -> String {
+        match self.zone() {
+            Some(zone) => at.to_zoned(zone.clone()).to_string(),
+            None => at.to_string(),
+        }
+    }
+
     /// Whether the job runs once and is then done.
     pub fn is_once(&self) -> bool {
         match self {

@@ -75,6 +75,9 @@ pub struct CronControl {
     agents: Arc<Vec<String>>,
     clock: Clock,
     clock_check: Duration,
+    /// The IANA zone a cron job is read in when it names none: stored with it at add time,
+    /// so that the CLI and the gateway (which may run with different `TZ`s) agree.
+    local_zone: Option<String>,
     wake: Arc<Notify>,
 }
 
@@ -86,8 +89,16 @@ impl CronControl {
             agents: Arc::new(agents),
             clock,
             clock_check: CLOCK_CHECK,
+            local_zone: jiff::tz::TimeZone::system().iana_name().map(str::to_owned),
             wake: Arc::new(Notify::new()),
         }
+    }
+
+    /// Cron jobs that name no zone are read in `zone` (an IANA name) instead of this
+    /// machine's: for tests.
+    pub fn with_local_zone(mut self, zone: &str) -> Self {
+        self.local_zone = Some(zone.to_owned());
+        self
     }
 
     /// The scheduler looks at the clock at least this often instead of every
@@ -170,7 +181,14 @@ impl CronControl {
         let schedule = match (at, every, cron) {
             (Some(at), None, None) => JobSchedule::at(&at, now),
             (None, Some(every), None) => JobSchedule::every(&every),
-            (None, None, Some(cron)) => JobSchedule::cron(&cron, tz.as_deref(), now),
+            (None, None, Some(cron)) => {
+                let tz = tz
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .or(self.local_zone.as_deref());
+                JobSchedule::cron(&cron, tz, now)
+            }
             (None, None, None) => {
                 return Err(CronError::invalid(
                     "schedule",
@@ -306,7 +324,7 @@ pub fn next_run(
 pub fn job_line(job: &CronJob) -> String {
     let next = match (job.enabled, job.next_run) {
         (false, _) => "disabled".to_owned(),
-        (true, Some(next)) => format!("next {next}"),
+        (true, Some(next)) => format!("next {}", job.schedule.show_time(next)),
         (true, None) => "no next run".to_owned(),
     };
     let deliver = job.deliver.as_deref().unwrap_or("nowhere (logged)");
@@ -521,6 +539,29 @@ mod tests {
         let disabled = control.set_enabled(&job.id, false).unwrap();
         assert!(!disabled.enabled);
         assert_eq!(control.list().unwrap(), [disabled]);
+    }
+
+    #[test]
+    fn a_cron_job_without_a_zone_keeps_the_one_it_was_added_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let control = control(dir.path(), "2026-11-28T02:30:00Z").with_local_zone("Europe/Berlin");
+        let job = control
+            .add(JobRequest {
+                cron: Some("0 9 * * *".to_owned()),
+                ..request("Good morning")
+            })
+            .unwrap();
+        assert_eq!(job.schedule.tz(), Some("Europe/Berlin"));
+        // Read back by a process in another zone, it runs at 09:00 in Berlin all the same.
+        let stored = control.get(&job.id).unwrap();
+        assert_eq!(stored.next_run, Some(at("2026-11-28T08:00:00Z")));
+        assert_eq!(
+            job_line(&stored),
+            format!(
+                "{} \"Good morning\" (main) cron 0 9 * * * (Europe/Berlin), next 2026-11-28T09:00:00+01:00[Europe/Berlin], replies to nowhere (logged)",
+                job.id
+            )
+        );
     }
 
     #[test]
