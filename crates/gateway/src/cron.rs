@@ -236,6 +236,13 @@ impl Shared {
         })
     }
 
+    fn is_running(&self, id: &str) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(id)
+    }
+
     fn release(&self, id: &str) {
         self.running
             .lock()
@@ -268,6 +275,11 @@ impl Shared {
                 consider(retry);
                 continue;
             }
+            // A job still running is looked at again when its run ends: its time is not
+            // missed, only taken.
+            if self.is_running(&job.id) {
+                continue;
+            }
             let late = Duration::try_from(now.duration_since(due)).unwrap_or_default();
             if late > MISSED_AFTER {
                 match job.catch_up.unwrap_or(self.catch_up) {
@@ -286,7 +298,6 @@ impl Shared {
                     }
                 }
             }
-            // A job still running is looked at again when its run ends.
             if let Some(claim) = self.claim(&job.id) {
                 self.runs.spawn(Arc::clone(self).run(job, claim));
             }

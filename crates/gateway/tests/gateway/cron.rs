@@ -486,3 +486,51 @@ async fn a_reply_that_found_no_chat_is_kept_in_view() {
     shutdown.cancel();
     task.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_long_run_is_not_taken_for_a_missed_time() {
+    let harness = Harness::new().await;
+    let made = at("2026-11-28T00:00:00Z");
+    let now = Arc::new(std::sync::Mutex::new(made));
+    let clock: Clock = {
+        let now = Arc::clone(&now);
+        Arc::new(move || *now.lock().unwrap())
+    };
+    let jobs = control(&harness, &["main"], clock).with_clock_check(Duration::from_millis(10));
+    let hourly = jobs
+        .add(JobRequest {
+            every: Some("1h".to_owned()),
+            catch_up: Some("skip".to_owned()),
+            ..job("Look at the news.")
+        })
+        .unwrap();
+    // Another job keeps the scheduler looking at the clock while the first one runs.
+    jobs.add(JobRequest {
+        every: Some("3h".to_owned()),
+        ..job("Water the plants.")
+    })
+    .unwrap();
+    harness
+        .mock
+        .push(Reply::text("Nothing new.").with_delay(Duration::from_millis(400)));
+    let gateway = harness.gateway().with_cron(jobs.clone(), CatchUp::Once);
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(gateway.run(shutdown.clone()));
+
+    // Its time comes, and its run takes long.
+    *now.lock().unwrap() = at("2026-11-28T01:00:00Z");
+    let history = || jobs.store().history(&hourly.id, 10).unwrap();
+    eventually(until(|| history().len() == 1)).await;
+    *now.lock().unwrap() = at("2026-11-28T01:05:00Z");
+    eventually(until(|| history()[0].status != RunStatus::Running)).await;
+    assert_eq!(
+        history().iter().map(|run| run.status).collect::<Vec<_>>(),
+        [RunStatus::Ok]
+    );
+    assert_eq!(
+        jobs.get(&hourly.id).unwrap().next_run,
+        Some(at("2026-11-28T02:00:00Z"))
+    );
+    shutdown.cancel();
+    task.await.unwrap();
+}
