@@ -159,7 +159,11 @@ impl CronScheduler {
     /// run is a task of its own: dropping this future (the client hung up) leaves it running
     /// and recorded.
     pub async fn run_now(&self, id: &str) -> Result<CronRunOutcome, CronError> {
-        let job = self.shared.control.get(id)?;
+        let job = {
+            let control = self.shared.control.clone();
+            let id = id.to_owned();
+            off_workers(move || control.get(&id)).await?
+        };
         let Some(claim) = self.shared.claim(&job.id) else {
             return Ok(CronRunOutcome::Busy);
         };
@@ -181,7 +185,11 @@ impl CronScheduler {
     pub async fn run(self, stop: CancellationToken) {
         let shared = &self.shared;
         let control = &shared.control;
-        if let Ok(jobs) = control.list() {
+        let listed = {
+            let control = control.clone();
+            off_workers(move || control.list()).await
+        };
+        if let Ok(jobs) = listed {
             for job in jobs
                 .iter()
                 .filter(|j| !shared.agents.contains_key(&j.agent))
@@ -191,7 +199,7 @@ impl CronScheduler {
         }
         loop {
             let now = control.now();
-            let next = match shared.start_due(now) {
+            let next = match shared.start_due(now).await {
                 Ok(next) => next,
                 Err(err) => {
                     tracing::error!("cron: {err}; trying again in a minute");
@@ -252,12 +260,16 @@ impl Shared {
 
     /// Starts every job due at `now` (or skips those that missed their time, as their
     /// `catchUp` says); the earliest time another is due.
-    fn start_due(self: &Arc<Self>, now: Timestamp) -> Result<Option<Timestamp>, CronError> {
+    async fn start_due(self: &Arc<Self>, now: Timestamp) -> Result<Option<Timestamp>, CronError> {
         let mut earliest: Option<Timestamp> = None;
         let mut consider = |at: Timestamp| {
             earliest = Some(earliest.map_or(at, |e| e.min(at)));
         };
-        for job in self.control.list()? {
+        let jobs = {
+            let control = self.control.clone();
+            off_workers(move || control.list()).await?
+        };
+        for job in jobs {
             let Some(due) = job.next_run.filter(|_| job.enabled) else {
                 continue;
             };
@@ -287,7 +299,9 @@ impl Shared {
                         let next =
                             next_run(&job.schedule, job.created_at, job.jitter, &job.id, now);
                         tracing::info!(job = %job.id, "cron: \"{}\" missed its time ({due}); catchUp skip: next {}", job.name, next.map_or("never".to_owned(), |n| n.to_string()));
-                        self.control.store().skip(&job.id, now, next)?;
+                        let control = self.control.clone();
+                        let id = job.id.clone();
+                        off_workers(move || Ok(control.store().skip(&id, now, next)?)).await?;
                         if let Some(next) = next {
                             consider(next);
                         }
@@ -307,10 +321,14 @@ impl Shared {
 
     /// One run of `job`, `claim`ed by the caller: recorded, and the job moved on.
     async fn run(self: Arc<Self>, job: CronJob, claim: Claim) -> CronRunOutcome {
-        let store = self.control.store();
         let started = self.control.now();
         tracing::info!(job = %job.id, agent = %job.agent, "cron: running \"{}\"", job.name);
-        let run_id = match store.start_run(&job.id, started) {
+        let start = {
+            let control = self.control.clone();
+            let id = job.id.clone();
+            off_workers(move || Ok(control.store().start_run(&id, started)?)).await
+        };
+        let run_id = match start {
             Ok(run_id) => run_id,
             // Nothing has run: the job is let go of, and tried again a little later.
             Err(err) => {
@@ -346,9 +364,17 @@ impl Shared {
         });
         let ended = self.control.now();
         let (end, after, outcome) = self.conclude(&job, result, ended);
-        let recorded = store
-            .finish_run(&job.id, run_id, ended, &end, &after)
-            .map(|()| outcome);
+        let recorded = {
+            let control = self.control.clone();
+            let id = job.id.clone();
+            off_workers(move || {
+                Ok(control
+                    .store()
+                    .finish_run(&id, run_id, ended, &end, &after)?)
+            })
+            .await
+            .map(|()| outcome)
+        };
         let outcome = match recorded {
             Ok(outcome) => {
                 drop(claim);
@@ -507,8 +533,16 @@ impl Shared {
             Some(deliver) => DeliveryTarget::parse(deliver).map_err(RunFailure::Failed)?,
             None => DeliveryTarget::None,
         };
-        if own_session && let Err(err) = leave_out_earlier_runs(agent, &session) {
-            tracing::warn!(job = %job.id, "cron: earlier runs stay in view: {err}");
+        if own_session {
+            let agent = Arc::clone(agent);
+            let key = session.clone();
+            let left_out = off_workers(move || {
+                Ok(leave_out_earlier_runs(&agent, &key).map_err(|e| e.to_string()))
+            })
+            .await;
+            if let Err(err) = left_out.map_err(|e| e.to_string()).and_then(|done| done) {
+                tracing::warn!(job = %job.id, "cron: earlier runs stay in view: {err}");
+            }
         }
         let run = AutonomousRun {
             agent_id: job.agent.clone(),
@@ -531,6 +565,20 @@ impl Shared {
             ) => Err(RunFailure::Failed(err.to_string())),
         }
     }
+}
+
+/// Runs `work` (a call into SQLite or a session file, which may wait on a lock for seconds) on
+/// a thread made for blocking, so the runtime's workers go on with the turns.
+async fn off_workers<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, CronError> + Send + 'static,
+) -> Result<T, CronError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|err| {
+            Err(CronError::Task {
+                message: err.to_string(),
+            })
+        })
 }
 
 /// The session a job runs in unless it names one.

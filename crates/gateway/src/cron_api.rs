@@ -43,9 +43,9 @@ pub fn cron_routes(scheduler: CronScheduler) -> Router<ServerState> {
                         Err(err) => {
                             let status = match &err {
                                 CronError::UnknownJob { .. } => StatusCode::NOT_FOUND,
-                                CronError::Invalid { .. } | CronError::Store(_) => {
-                                    StatusCode::INTERNAL_SERVER_ERROR
-                                }
+                                CronError::Invalid { .. }
+                                | CronError::Store(_)
+                                | CronError::Task { .. } => StatusCode::INTERNAL_SERVER_ERROR,
                             };
                             (
                                 status,

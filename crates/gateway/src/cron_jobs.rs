@@ -56,6 +56,9 @@ pub enum CronError {
     UnknownJob { id: String },
     #[error(transparent)]
     Store(#[from] CronStoreError),
+    /// The thread a store call ran on failed (it panicked, or the runtime is stopping).
+    #[error("a call to the job store failed: {message}")]
+    Task { message: String },
 }
 
 impl CronError {
@@ -395,7 +398,9 @@ impl CronJobs for CronControl {
             Ok(_) | Err(CronError::UnknownJob { .. }) => {
                 return Err(format!("no job `{id}`; list shows yours"));
             }
-            Err(err @ (CronError::Invalid { .. } | CronError::Store(_))) => {
+            Err(
+                err @ (CronError::Invalid { .. } | CronError::Store(_) | CronError::Task { .. }),
+            ) => {
                 return Err(err.to_string());
             }
         }

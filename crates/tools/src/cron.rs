@@ -141,11 +141,20 @@ impl TypedTool for CronTool {
     }
 
     async fn call(&self, args: CronArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let answer = match args.action {
-            CronAction::List => self.jobs.list(&ctx.agent),
+        let jobs = Arc::clone(&self.jobs);
+        let agent = ctx.agent.clone();
+        let ask: Box<dyn FnOnce() -> Result<String, String> + Send> = match args.action {
+            CronAction::List => Box::new(move || jobs.list(&agent)),
             CronAction::Remove => match args.id.as_deref().map(str::trim) {
-                Some(id) if !id.is_empty() => self.jobs.remove(&ctx.agent, id),
-                Some(_) | None => Err("id: give the id of the job to remove".to_owned()),
+                Some(id) if !id.is_empty() => {
+                    let id = id.to_owned();
+                    Box::new(move || jobs.remove(&agent, &id))
+                }
+                Some(_) | None => {
+                    return Err(ToolError::Rejected(
+                        "id: give the id of the job to remove".to_owned(),
+                    ));
+                }
             },
             CronAction::Add => {
                 let message = args.message.unwrap_or_default();
@@ -158,8 +167,8 @@ impl TypedTool for CronTool {
                     (Some(channel), Some(chat)) => Some(format!("{channel}:{chat}")),
                     (Some(_) | None, _) => None,
                 };
-                self.jobs.add(CronRequest {
-                    agent: ctx.agent.clone(),
+                let request = CronRequest {
+                    agent,
                     name: args.name,
                     message,
                     at: args.at,
@@ -168,9 +177,14 @@ impl TypedTool for CronTool {
                     tz: args.tz,
                     deliver,
                     untrusted_sources: ctx.untrusted_sources.clone(),
-                })
+                };
+                Box::new(move || jobs.add(request))
             }
         };
+        // The jobs live in SQLite, whose calls may wait on a lock another process holds.
+        let answer = tokio::task::spawn_blocking(ask)
+            .await
+            .map_err(|err| ToolError::Rejected(format!("the job store call failed: {err}")))?;
         answer.map(ToolOutput::trusted).map_err(ToolError::Rejected)
     }
 }
@@ -314,5 +328,58 @@ mod tests {
             recorder.added.lock().unwrap()[0].untrusted_sources,
             ["web_fetch https://example.com/page"]
         );
+    }
+
+    /// Jobs in a store another process holds: each call waits until released (or gives up).
+    struct Locked {
+        release: Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl CronJobs for Locked {
+        fn add(&self, _: CronRequest) -> Result<String, String> {
+            Err("not asked".to_owned())
+        }
+        fn list(&self, _: &str) -> Result<String, String> {
+            match self
+                .release
+                .lock()
+                .unwrap()
+                .recv_timeout(std::time::Duration::from_secs(3))
+            {
+                Ok(()) => Ok("No scheduled jobs.".to_owned()),
+                Err(_) => Err("database is locked".to_owned()),
+            }
+        }
+        fn remove(&self, _: &str, _: &str) -> Result<String, String> {
+            Err("not asked".to_owned())
+        }
+    }
+
+    #[test]
+    fn a_call_waiting_on_the_store_does_not_hold_up_the_runtime() {
+        let (release, waiting) = std::sync::mpsc::channel();
+        let tool = Arc::new(CronTool::new(Arc::new(Locked {
+            release: Mutex::new(waiting),
+        })));
+        // One thread for every task: a call that blocked it would stop them all.
+        let ctx = ToolContext::new("/tmp");
+        let prepared =
+            crate::Tool::prepare(&*tool, serde_json::json!({"action": "list"}), &ctx).unwrap();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let call = async {
+            let answer = prepared.run.await;
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            answer.map(|o| o.text).map_err(|e| e.to_string())
+        };
+        let meanwhile = async {
+            // Another task gets its turn while the call waits on the store.
+            tokio::spawn(async {}).await.unwrap();
+            let finished = done.load(std::sync::atomic::Ordering::SeqCst);
+            release.send(()).unwrap();
+            finished
+        };
+        let (answer, finished_first) = block_on(async { tokio::join!(call, meanwhile) });
+        assert!(!finished_first);
+        assert_eq!(answer, Ok("No scheduled jobs.".to_owned()));
     }
 }

@@ -131,7 +131,7 @@ fn flagged(err: CronError) -> anyhow::Error {
             anyhow::anyhow!("{message} (--at, --every or --cron)")
         }
         CronError::Invalid { field, message } => anyhow::anyhow!("--{field}: {message}"),
-        CronError::UnknownJob { .. } | CronError::Store(_) => err.into(),
+        CronError::UnknownJob { .. } | CronError::Store(_) | CronError::Task { .. } => err.into(),
     }
 }
 
