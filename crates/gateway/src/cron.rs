@@ -34,7 +34,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::autonomous::{Autonomous, AutonomousError, AutonomousRun, Delivery};
 use crate::cron_jobs::{CronControl, CronError, next_run};
-use crate::cron_store::{AfterRun, CronJob, RunEnd, RunStatus};
+use crate::cron_store::{AfterRun, CronJob, CronStoreError, RunEnd, RunStatus};
 use crate::turns::TurnError;
 
 /// A job this far past its time missed it, and follows its `catchUp`.
@@ -90,6 +90,8 @@ struct Shared {
     /// Jobs whose last run could not even be recorded as started (the store was busy), and
     /// when they are tried again.
     not_before: Mutex<BTreeMap<String, Timestamp>>,
+    /// Jobs that cannot be read, already reported.
+    broken: Mutex<BTreeSet<String>>,
 }
 
 /// Job `id` marked running; the mark goes when this is dropped, however the run ended
@@ -147,6 +149,7 @@ impl CronScheduler {
                 running: Mutex::default(),
                 runs: TaskTracker::new(),
                 not_before: Mutex::default(),
+                broken: Mutex::default(),
             }),
         }
     }
@@ -267,9 +270,30 @@ impl Shared {
         };
         let jobs = {
             let control = self.control.clone();
-            off_workers(move || control.list()).await?
+            off_workers(move || control.list_each()).await?
         };
         for job in jobs {
+            // One job this nanocrab cannot read stops no other.
+            let job = match job {
+                Ok(job) => job,
+                Err(err) => {
+                    let id = match &err {
+                        CronStoreError::BadJob { id, .. } => id.clone(),
+                        CronStoreError::CreateDir { .. } | CronStoreError::Sql { .. } => {
+                            String::new()
+                        }
+                    };
+                    let fresh = self
+                        .broken
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(id.clone());
+                    if fresh {
+                        tracing::error!(job = %id, "cron: {err}; the job does not run until it is fixed or removed (`nanocrab cron remove {id}`)");
+                    }
+                    continue;
+                }
+            };
             let Some(due) = job.next_run.filter(|_| job.enabled) else {
                 continue;
             };

@@ -247,9 +247,14 @@ impl CronControl {
         })
     }
 
-    /// Every job, oldest first.
+    /// Every job that can be read, oldest first.
     pub fn list(&self) -> Result<Vec<CronJob>, CronError> {
         Ok(self.store.list()?)
+    }
+
+    /// Every job, oldest first, each as read or why it cannot be.
+    pub fn list_each(&self) -> Result<Vec<Result<CronJob, CronStoreError>>, CronError> {
+        Ok(self.store.list_each()?)
     }
 
     /// Job `id`, or [`CronError::UnknownJob`].

@@ -68,7 +68,7 @@ pub enum CronStoreError {
         path: PathBuf,
         source: rusqlite::Error,
     },
-    #[error("the job store {}: job {id} has a schedule this nanocrab cannot read: {message}", path.display())]
+    #[error("the job store {}: job {id} cannot be read: {message}", path.display())]
     BadJob {
         path: PathBuf,
         id: String,
@@ -342,8 +342,18 @@ impl CronStore {
         })
     }
 
-    /// Every job, oldest first.
+    /// Every job that can be read, oldest first; see [`CronStore::list_each`] for the others.
     pub fn list(&self) -> Result<Vec<CronJob>, CronStoreError> {
+        Ok(self
+            .list_each()?
+            .into_iter()
+            .filter_map(Result::ok)
+            .collect())
+    }
+
+    /// Every job, oldest first, each as read or why it cannot be ([`CronStoreError::BadJob`],
+    /// naming it): one row that this nanocrab cannot read does not hide the others.
+    pub fn list_each(&self) -> Result<Vec<Result<CronJob, CronStoreError>>, CronStoreError> {
         let connection = self.lock();
         let mut statement = connection
             .prepare(&format!(
@@ -351,11 +361,21 @@ impl CronStore {
             ))
             .map_err(self.sql())?;
         let rows = statement
-            .query_map([], StoredJob::from_row)
+            .query_map([], |row| {
+                Ok((row.get::<_, String>(0).ok(), StoredJob::from_row(row)))
+            })
             .map_err(self.sql())?;
         let mut jobs = Vec::new();
         for row in rows {
-            jobs.push(self.job(row.map_err(self.sql())?)?);
+            let (id, stored) = row.map_err(self.sql())?;
+            jobs.push(match stored {
+                Ok(stored) => self.job(stored),
+                Err(err) => Err(CronStoreError::BadJob {
+                    path: self.path.clone(),
+                    id: id.unwrap_or_else(|| "?".to_owned()),
+                    message: err.to_string(),
+                }),
+            });
         }
         Ok(jobs)
     }
@@ -907,5 +927,45 @@ mod tests {
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .unwrap();
         assert_eq!(version, VERSION);
+    }
+
+    #[test]
+    fn a_row_that_cannot_be_read_does_not_hide_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CronStore::open(&dir.path().join("cron.sqlite")).unwrap();
+        let now = at("2026-11-28T02:30:00Z");
+        let good = store.add(every("good"), now, |_| Some(now)).unwrap();
+        let odd = store.add(every("odd"), now, |_| Some(now)).unwrap();
+        let bent = store.add(every("bent"), now, |_| Some(now)).unwrap();
+        // Written by a later nanocrab, or by hand.
+        store
+            .lock()
+            .execute_batch(&format!(
+                "UPDATE jobs SET kind = 'lunar' WHERE id = '{}'; \
+                 UPDATE jobs SET jitter = 'soon' WHERE id = '{}';",
+                odd.id, bent.id
+            ))
+            .unwrap();
+        let each: Vec<Result<String, String>> = store
+            .list_each()
+            .unwrap()
+            .into_iter()
+            .map(|job| {
+                job.map(|j| j.id).map_err(|e| match e {
+                    CronStoreError::BadJob { id, .. } => id,
+                    other => other.to_string(),
+                })
+            })
+            .collect();
+        let mut expected = vec![
+            Ok(good.id.clone()),
+            Err(odd.id.clone()),
+            Err(bent.id.clone()),
+        ];
+        let mut each_sorted = each.clone();
+        expected.sort();
+        each_sorted.sort();
+        assert_eq!(each_sorted, expected);
+        assert_eq!(store.list().unwrap(), [good]);
     }
 }

@@ -534,3 +534,57 @@ async fn a_long_run_is_not_taken_for_a_missed_time() {
     shutdown.cancel();
     task.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_job_that_cannot_be_read_stops_no_other() {
+    let harness = Harness::new().await;
+    let jobs = control(&harness, &["main"], Arc::new(Timestamp::now));
+    let odd = jobs
+        .add(JobRequest {
+            every: Some("1s".to_owned()),
+            ..job("From a later nanocrab.")
+        })
+        .unwrap();
+    rusqlite::Connection::open(jobs.store().path())
+        .unwrap()
+        .execute("UPDATE jobs SET kind = 'lunar' WHERE id = ?1", [&odd.id])
+        .unwrap();
+    harness.mock.push(Reply::text("Take the cake out."));
+    let cake = jobs
+        .add(JobRequest {
+            at: Some("+1s".to_owned()),
+            deliver: Some("telegram:42".to_owned()),
+            ..job("Remind the user to take the cake out.")
+        })
+        .unwrap();
+    let gateway = harness.gateway().with_cron(jobs.clone(), CatchUp::Once);
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(gateway.run(shutdown.clone()));
+
+    assert_eq!(
+        eventually(harness.channel.wait_for_sent(1)).await[0].text,
+        "Take the cake out."
+    );
+    eventually(until(|| {
+        matches!(jobs.get(&cake.id), Err(CronError::UnknownJob { .. }))
+    }))
+    .await;
+    let listed: Vec<Result<String, String>> = jobs
+        .list_each()
+        .unwrap()
+        .into_iter()
+        .map(|job| job.map(|j| j.id).map_err(|e| e.to_string()))
+        .collect();
+    assert_eq!(listed.len(), 1);
+    let broken = listed[0].clone().unwrap_err();
+    assert!(
+        broken.contains(&format!(
+            "job {} cannot be read: kind: \"lunar\" is not a schedule",
+            odd.id
+        )),
+        "{broken}"
+    );
+    assert!(jobs.store().history(&odd.id, 10).unwrap().is_empty());
+    shutdown.cancel();
+    task.await.unwrap();
+}

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use anyhow::{Context as _, bail};
 use nanocrab_config::{Config, DeliveryTarget};
 use nanocrab_gateway::{
-    CronControl, CronError, CronJob, CronRunOutcome, CronStore, Delivery, JobRequest, RunRecord,
-    job_line,
+    CronControl, CronError, CronJob, CronRunOutcome, CronStore, CronStoreError, Delivery,
+    JobRequest, RunRecord, job_line,
 };
 use serde::{Deserialize, Serialize};
 
@@ -217,18 +217,59 @@ impl From<&CronJob> for JobView {
     }
 }
 
+/// A job `cron list --json` could not read: its id and why.
+#[derive(Debug, Serialize)]
+struct BrokenView {
+    id: String,
+    broken: String,
+}
+
+/// An entry of `cron list --json`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum ListEntry<'a> {
+    Job(Box<JobView>),
+    Broken(&'a BrokenView),
+}
+
 fn list(config: &Config, control: &CronControl, json: bool) -> anyhow::Result<()> {
-    let jobs = control.list()?;
+    let jobs: Vec<Result<CronJob, BrokenView>> = control
+        .list_each()?
+        .into_iter()
+        .map(|job| {
+            job.map_err(|err| {
+                let id = match &err {
+                    CronStoreError::BadJob { id, .. } => id.clone(),
+                    CronStoreError::CreateDir { .. } | CronStoreError::Sql { .. } => "?".to_owned(),
+                };
+                BrokenView {
+                    id,
+                    broken: err.to_string(),
+                }
+            })
+        })
+        .collect();
     if json {
-        let views: Vec<JobView> = jobs.iter().map(JobView::from).collect();
-        outln!("{}", serde_json::to_string_pretty(&views)?)?;
+        let entries: Vec<ListEntry<'_>> = jobs
+            .iter()
+            .map(|job| match job {
+                Ok(job) => ListEntry::Job(Box::new(JobView::from(job))),
+                Err(broken) => ListEntry::Broken(broken),
+            })
+            .collect();
+        outln!("{}", serde_json::to_string_pretty(&entries)?)?;
         return Ok(());
     }
     if jobs.is_empty() {
         outln!("no jobs; add one with `nanocrab cron add`")?;
     }
     for job in &jobs {
-        outln!("{}", job_line(job))?;
+        match job {
+            Ok(job) => outln!("{}", job_line(job))?,
+            Err(BrokenView { id, broken }) => {
+                outln!("{id} broken, never runs: {broken}; `nanocrab cron remove {id}` deletes it")?
+            }
+        }
     }
     if !config.cron.enabled && !jobs.is_empty() {
         outln!("note: cron.enabled is false, so the gateway runs none of them")?;
