@@ -35,7 +35,7 @@ use tokio_util::task::TaskTracker;
 use crate::autonomous::{Autonomous, AutonomousError, AutonomousRun, Delivery};
 use crate::cron_jobs::{CronControl, CronError, next_run};
 use crate::cron_store::{AfterRun, CronJob, CronStoreError, RunEnd, RunStatus};
-use crate::turns::TurnError;
+use crate::turns::{SubmitError, TurnError};
 
 /// A job this far past its time missed it, and follows its `catchUp`.
 pub const MISSED_AFTER: Duration = Duration::from_secs(60);
@@ -583,9 +583,17 @@ impl Shared {
         let keep = |text: &str| Some(text.trim().to_owned()).filter(|t| !t.is_empty());
         match self.autonomous.run_counted(run, keep).await {
             Ok(ran) => Ok(ran),
-            Err(AutonomousError::Turn(TurnError::Abandoned)) => Err(RunFailure::Interrupted),
+            // The gateway is stopping: the run did not fail, it was cut short (or never let
+            // start), and the job's catchUp decides on the next start.
             Err(
-                err @ (AutonomousError::Submit(_) | AutonomousError::Turn(TurnError::Agent(_))),
+                AutonomousError::Turn(TurnError::Abandoned)
+                | AutonomousError::Submit(SubmitError::ShuttingDown),
+            ) => Err(RunFailure::Interrupted),
+            Err(
+                err @ (AutonomousError::Submit(
+                    SubmitError::QueueFull { .. } | SubmitError::UnknownAgent(_),
+                )
+                | AutonomousError::Turn(TurnError::Agent(_))),
             ) => Err(RunFailure::Failed(err.to_string())),
         }
     }

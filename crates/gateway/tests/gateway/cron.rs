@@ -154,7 +154,14 @@ async fn missed_times_follow_catch_up_and_a_killed_run_is_marked_interrupted() {
         "The backups are fine."
     );
     let history = |id: &str| jobs.store().history(id, 10).unwrap();
-    until(|| history(&backups.id).len() == 2 && history(&plants.id).len() == 1).await;
+    // The reply is sent before the run's end is recorded.
+    until(|| {
+        let backups = history(&backups.id);
+        backups.len() == 2
+            && backups[0].status != RunStatus::Running
+            && history(&plants.id).len() == 1
+    })
+    .await;
     let statuses = |id: &str| history(id).iter().map(|run| run.status).collect::<Vec<_>>();
     assert_eq!(
         statuses(&backups.id),
@@ -337,12 +344,19 @@ async fn a_run_whose_caller_hung_up_still_finishes_and_the_job_runs_again() {
         harness.channel.wait_for_sent(1).await[0].text,
         "Nothing new."
     );
-    // ... and the job is not left marked running.
+    // ... and the job is not left marked running (it is let go of just after its end is
+    // recorded).
     harness.mock.push(Reply::text("Still nothing."));
-    assert!(matches!(
-        eventually(scheduler.run_now(&hourly.id)).await.unwrap(),
-        CronRunOutcome::Ran { .. }
-    ));
+    let again = eventually(async {
+        loop {
+            match scheduler.run_now(&hourly.id).await.unwrap() {
+                CronRunOutcome::Busy => tokio::time::sleep(Duration::from_millis(5)).await,
+                other => break other,
+            }
+        }
+    })
+    .await;
+    assert!(matches!(again, CronRunOutcome::Ran { .. }), "{again:?}");
     shutdown.cancel();
     task.await.unwrap();
 }
@@ -587,4 +601,39 @@ async fn a_job_that_cannot_be_read_stops_no_other() {
     assert!(jobs.store().history(&odd.id, 10).unwrap().is_empty());
     shutdown.cancel();
     task.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_run_refused_because_the_gateway_is_stopping_is_interrupted_not_failed() {
+    let harness = Harness::new().await;
+    let jobs = control(&harness, &["main"], Arc::new(Timestamp::now));
+    let hourly = jobs
+        .add(JobRequest {
+            every: Some("1h".to_owned()),
+            ..job("Look at the news.")
+        })
+        .unwrap();
+    let gateway = harness.gateway().with_cron(jobs.clone(), CatchUp::Once);
+    let scheduler = gateway.cron().unwrap().clone();
+    gateway.turns().shutdown(Duration::ZERO).await;
+
+    assert_eq!(
+        eventually(scheduler.run_now(&hourly.id)).await.unwrap(),
+        CronRunOutcome::Interrupted
+    );
+    let stored = jobs.get(&hourly.id).unwrap();
+    // Not a failure: no backoff, and its time stays for the next start's catchUp.
+    assert_eq!(
+        (stored.failures, stored.last_status, stored.next_run),
+        (0, Some(RunStatus::Interrupted), hourly.next_run)
+    );
+    assert_eq!(
+        jobs.store()
+            .history(&hourly.id, 10)
+            .unwrap()
+            .iter()
+            .map(|run| run.status)
+            .collect::<Vec<_>>(),
+        [RunStatus::Interrupted]
+    );
 }
