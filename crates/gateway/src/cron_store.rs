@@ -486,41 +486,41 @@ impl CronStore {
                     .map_err(self.sql())?;
             }
         }
-        transaction
-            .execute(
-                "DELETE FROM runs WHERE job_id = ?1 AND id NOT IN \
-                 (SELECT id FROM runs WHERE job_id = ?1 ORDER BY id DESC LIMIT ?2)",
-                params![job_id, i64::try_from(KEPT_RUNS).unwrap_or(i64::MAX)],
-            )
-            .map_err(self.sql())?;
+        prune_runs(&transaction, job_id).map_err(self.sql())?;
         transaction.commit().map_err(self.sql())
     }
 
     /// Records that job `job_id`'s time passed unrun (`catchUp: skip`) and moves it on to
-    /// `next_run`.
+    /// `next_run`, together: a crash leaves neither a half-made run nor a job not moved on.
     pub fn skip(
         &self,
         job_id: &str,
         at: Timestamp,
         next_run: Option<Timestamp>,
     ) -> Result<(), CronStoreError> {
-        let run = self.start_run(job_id, at)?;
-        let end = RunEnd {
-            status: RunStatus::Skipped,
-            error: None,
-            input_tokens: 0,
-            output_tokens: 0,
-            delivery: None,
-            note: None,
-        };
-        let failures = self.get(job_id)?.map_or(0, |job| job.failures);
-        self.finish_run(
-            job_id,
-            run,
-            at,
-            &end,
-            &AfterRun::Next { next_run, failures },
-        )
+        let mut connection = self.lock();
+        let transaction = connection.transaction().map_err(self.sql())?;
+        transaction
+            .execute(
+                "INSERT INTO runs (job_id, started_at, ended_at, status) VALUES (?1, ?2, ?2, ?3)",
+                params![job_id, at.as_second(), RunStatus::Skipped.name()],
+            )
+            .map_err(self.sql())?;
+        transaction
+            .execute(
+                "UPDATE jobs SET next_run = ?2, last_run = ?3, last_status = ?4, \
+                 last_error = NULL, last_note = NULL, \
+                 enabled = CASE WHEN ?2 IS NULL THEN 0 ELSE enabled END WHERE id = ?1",
+                params![
+                    job_id,
+                    next_run.map(|t| t.as_second()),
+                    at.as_second(),
+                    RunStatus::Skipped.name(),
+                ],
+            )
+            .map_err(self.sql())?;
+        prune_runs(&transaction, job_id).map_err(self.sql())?;
+        transaction.commit().map_err(self.sql())
     }
 
     /// Marks the runs still `running` (their gateway was killed) as interrupted `at`; how many.
@@ -648,6 +648,16 @@ impl StoredJob {
             untrusted: row.get(19)?,
         })
     }
+}
+
+/// Deletes job `job_id`'s runs but the newest [`KEPT_RUNS`].
+fn prune_runs(transaction: &rusqlite::Transaction<'_>, job_id: &str) -> rusqlite::Result<()> {
+    transaction.execute(
+        "DELETE FROM runs WHERE job_id = ?1 AND id NOT IN \
+         (SELECT id FROM runs WHERE job_id = ?1 ORDER BY id DESC LIMIT ?2)",
+        params![job_id, i64::try_from(KEPT_RUNS).unwrap_or(i64::MAX)],
+    )?;
+    Ok(())
 }
 
 /// The store's layout version, in `PRAGMA user_version`.
@@ -967,5 +977,41 @@ mod tests {
         each_sorted.sort();
         assert_eq!(each_sorted, expected);
         assert_eq!(store.list().unwrap(), [good]);
+    }
+
+    #[test]
+    fn a_skip_that_cannot_move_its_job_on_leaves_no_run_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CronStore::open(&dir.path().join("cron.sqlite")).unwrap();
+        let now = at("2026-11-28T02:30:00Z");
+        let job = store.add(every("plants"), now, |_| Some(now)).unwrap();
+        store
+            .lock()
+            .execute_batch(
+                "CREATE TRIGGER stuck BEFORE UPDATE ON jobs \
+                 BEGIN SELECT RAISE(ABORT, 'disk full'); END;",
+            )
+            .unwrap();
+        let later = at("2026-11-28T03:30:00Z");
+        assert!(store.skip(&job.id, later, Some(later)).is_err());
+        assert_eq!(store.history(&job.id, 10).unwrap(), []);
+        store.lock().execute_batch("DROP TRIGGER stuck;").unwrap();
+        store.skip(&job.id, later, Some(later)).unwrap();
+        let runs = store.history(&job.id, 10).unwrap();
+        assert_eq!(
+            runs.iter()
+                .map(|r| (r.status, r.started_at, r.ended_at))
+                .collect::<Vec<_>>(),
+            [(RunStatus::Skipped, later, Some(later))]
+        );
+        assert_eq!(
+            store.get(&job.id).unwrap().unwrap(),
+            CronJob {
+                next_run: Some(later),
+                last_run: Some(later),
+                last_status: Some(RunStatus::Skipped),
+                ..job
+            }
+        );
     }
 }
