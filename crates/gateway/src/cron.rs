@@ -92,6 +92,8 @@ struct Shared {
     not_before: Mutex<BTreeMap<String, Timestamp>>,
     /// Jobs that cannot be read, already reported.
     broken: Mutex<BTreeSet<String>>,
+    /// Set once the runs the last gateway left `running` are marked interrupted.
+    swept: tokio::sync::OnceCell<()>,
 }
 
 /// Job `id` marked running; the mark goes when this is dropped, however the run ended
@@ -125,21 +127,15 @@ enum RunFailure {
 
 impl CronScheduler {
     /// The scheduler of `control`'s jobs, which `agents` run through `autonomous`. Runs left
-    /// `running` by a gateway that was killed are marked interrupted here, before any new run
-    /// can start.
+    /// `running` by a gateway that was killed are marked interrupted when it starts (or a run
+    /// is asked for), before any new run: not here, so that a gateway that fails to start
+    /// (its port taken) marks nothing.
     pub fn new(
         control: CronControl,
         autonomous: Autonomous,
         agents: BTreeMap<String, Arc<Agent>>,
         catch_up: CatchUp,
     ) -> Self {
-        match control.store().interrupt_running(control.now()) {
-            Ok(0) => {}
-            Ok(n) => {
-                tracing::warn!("cron: {n} runs were cut short by the last stop; marked interrupted")
-            }
-            Err(err) => tracing::error!("cron: {err}"),
-        }
         Self {
             shared: Arc::new(Shared {
                 control,
@@ -150,6 +146,7 @@ impl CronScheduler {
                 runs: TaskTracker::new(),
                 not_before: Mutex::default(),
                 broken: Mutex::default(),
+                swept: tokio::sync::OnceCell::new(),
             }),
         }
     }
@@ -167,6 +164,7 @@ impl CronScheduler {
             let id = id.to_owned();
             off_workers(move || control.get(&id)).await?
         };
+        self.shared.sweep().await;
         let Some(claim) = self.shared.claim(&job.id) else {
             return Ok(CronRunOutcome::Busy);
         };
@@ -188,6 +186,7 @@ impl CronScheduler {
     pub async fn run(self, stop: CancellationToken) {
         let shared = &self.shared;
         let control = &shared.control;
+        shared.sweep().await;
         let listed = {
             let control = control.clone();
             off_workers(move || control.list()).await
@@ -233,6 +232,24 @@ impl CronScheduler {
 }
 
 impl Shared {
+    /// Marks the runs a killed gateway left `running` as interrupted, once, before the first
+    /// run of this one.
+    async fn sweep(&self) {
+        self.swept
+            .get_or_init(|| async {
+                let control = self.control.clone();
+                let now = control.now();
+                match off_workers(move || Ok(control.store().interrupt_running(now)?)).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::warn!(
+                        "cron: {n} runs were cut short by the last stop; marked interrupted"
+                    ),
+                    Err(err) => tracing::error!("cron: {err}"),
+                }
+            })
+            .await;
+    }
+
     /// Marks job `id` as running; `None`: it already is.
     fn claim(self: &Arc<Self>, id: &str) -> Option<Claim> {
         let fresh = self

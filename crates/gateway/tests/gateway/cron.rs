@@ -637,3 +637,36 @@ async fn a_run_refused_because_the_gateway_is_stopping_is_interrupted_not_failed
         [RunStatus::Interrupted]
     );
 }
+
+#[tokio::test]
+async fn runs_left_running_are_marked_interrupted_only_when_the_gateway_starts() {
+    let harness = Harness::new().await;
+    let jobs = control(&harness, &["main"], Arc::new(Timestamp::now));
+    let hourly = jobs
+        .add(JobRequest {
+            every: Some("1h".to_owned()),
+            ..job("Look at the news.")
+        })
+        .unwrap();
+    // The gateway that ran it was killed mid-run.
+    jobs.store()
+        .start_run(&hourly.id, Timestamp::now())
+        .unwrap();
+    let statuses = || {
+        jobs.store()
+            .history(&hourly.id, 10)
+            .unwrap()
+            .iter()
+            .map(|run| run.status)
+            .collect::<Vec<_>>()
+    };
+    // Made, but not started (its port might be taken): the run may still be going elsewhere.
+    let gateway = harness.gateway().with_cron(jobs.clone(), CatchUp::Once);
+    assert_eq!(statuses(), [RunStatus::Running]);
+
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(gateway.run(shutdown.clone()));
+    eventually(until(|| statuses() == [RunStatus::Interrupted])).await;
+    shutdown.cancel();
+    task.await.unwrap();
+}
