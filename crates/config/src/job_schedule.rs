@@ -66,7 +66,7 @@ impl JobSchedule {
         let text = text.trim();
         let at = match text.strip_prefix('+') {
             Some(offset) => {
-                let offset = parse_interval(offset)
+                let offset = job_interval(offset)
                     .map_err(|e| ScheduleError::new("at", e))?
                     .ok_or_else(|| ScheduleError::new("at", "+0 is now, not a time to come"))?;
                 let offset = jiff::SignedDuration::try_from(offset)
@@ -100,7 +100,7 @@ impl JobSchedule {
 
     /// `text` is an interval of at least a second: `30m`, `1h30m`, `90s` or seconds (`45`).
     pub fn every(text: &str) -> Result<Self, ScheduleError> {
-        match parse_interval(text).map_err(|e| ScheduleError::new("every", e))? {
+        match job_interval(text).map_err(|e| ScheduleError::new("every", e))? {
             Some(every) => Ok(Self::Every(every)),
             None => Err(ScheduleError::new(
                 "every",
@@ -282,6 +282,17 @@ impl fmt::Display for JobSchedule {
     }
 }
 
+/// An interval of a job (`every`, `jitter`, `at +…`) as [`parse_interval`] reads it, with an
+/// error that does not offer `0 for off`, which a job's interval is not.
+pub fn job_interval(text: &str) -> Result<Option<Duration>, String> {
+    parse_interval(text).map_err(|_| {
+        format!(
+            "{:?} is not an interval; use a number with s, m, h or d (30m, 1h30m, 90s)",
+            text.trim()
+        )
+    })
+}
+
 /// An interval as [`parse_interval`] reads it: `1h30m`, `90s` shown as `1m30s`, `2d`.
 pub fn format_interval(every: Duration) -> String {
     let mut left = every.as_secs();
@@ -342,8 +353,8 @@ mod tests {
             "every: \"0\" is under 1 second; the shortest interval is 1s"
         );
         assert_eq!(
-            JobSchedule::every("half an hour").unwrap_err().field,
-            "every"
+            JobSchedule::every("half an hour").unwrap_err().to_string(),
+            "every: \"half an hour\" is not an interval; use a number with s, m, h or d (30m, 1h30m, 90s)"
         );
         let every = JobSchedule::every("30m").unwrap();
         let anchor = at("2026-11-28T02:07:00Z");

@@ -21,7 +21,7 @@ pub use heartbeat::{
     ActiveHours, ActiveWindow, DeliveryTarget, HeartbeatConfig, HeartbeatPlan, Schedule,
     parse_interval,
 };
-pub use job_schedule::{CronSpec, JobSchedule, ScheduleError, format_interval};
+pub use job_schedule::{CronSpec, JobSchedule, ScheduleError, format_interval, job_interval};
 pub use load::{Loaded, did_you_mean, load, migrate, parse};
 pub use paths::{Paths, expand_home};
 pub use routing::*;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nanocrab_config::{CatchUp, DeliveryTarget, JobSchedule, parse_interval};
+use nanocrab_config::{CatchUp, DeliveryTarget, JobSchedule, job_interval};
 use nanocrab_schema::SessionKey;
 use nanocrab_tools::{CronJobs, CronRequest};
 use tokio::sync::Notify;
@@ -219,8 +219,8 @@ impl CronControl {
                 Some(text.to_owned())
             }
         };
-        let jitter = match jitter.as_deref() {
-            Some(text) => parse_interval(text)
+        let jitter = match jitter.as_deref().map(str::trim).filter(|j| !j.is_empty()) {
+            Some(text) => job_interval(text)
                 .map_err(|e| CronError::invalid("jitter", e))?
                 .unwrap_or_default(),
             None => Duration::ZERO,
