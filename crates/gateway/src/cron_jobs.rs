@@ -220,6 +220,12 @@ impl CronControl {
             }
         };
         let jitter = match jitter.as_deref().map(str::trim).filter(|j| !j.is_empty()) {
+            Some(_) if schedule.is_once() => {
+                return Err(CronError::invalid(
+                    "jitter",
+                    "a one-shot runs at the time it was given; jitter is for --every and --cron",
+                ));
+            }
             Some(text) => job_interval(text)
                 .map_err(|e| CronError::invalid("jitter", e))?
                 .unwrap_or_default(),
@@ -499,6 +505,11 @@ mod tests {
                 jitter: Some("soon".to_owned()),
                 ..request("m")
             },
+            JobRequest {
+                at: Some("+1h".to_owned()),
+                jitter: Some("5m".to_owned()),
+                ..request("m")
+            },
         ];
         let fields: Vec<&str> = cases
             .into_iter()
@@ -511,7 +522,7 @@ mod tests {
             fields,
             [
                 "message", "agent", "schedule", "schedule", "at", "every", "tz", "cron", "tz",
-                "deliver", "session", "catch-up", "jitter"
+                "deliver", "session", "catch-up", "jitter", "jitter"
             ]
         );
         assert!(control.list().unwrap().is_empty());
