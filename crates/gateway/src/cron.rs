@@ -354,7 +354,13 @@ impl Shared {
                 }
             }
             if let Some(claim) = self.claim(&job.id) {
-                self.runs.spawn(Arc::clone(self).run(job, claim));
+                let id = job.id.clone();
+                let run = tokio::spawn(Arc::clone(self).run(job, claim));
+                self.runs.spawn(async move {
+                    if let Err(err) = run.await {
+                        tracing::error!(job = %id, "cron: the run's task failed: {err}");
+                    }
+                });
             }
         }
         Ok(earliest)
