@@ -73,6 +73,8 @@ pub(crate) fn from_gguf(content: &Content) -> Result<Tokenizer, String> {
             _ => None,
         })
         .collect();
-    tokenizer.add_tokens(&added);
+    tokenizer
+        .add_tokens(added)
+        .map_err(|err| format!("the control and user-defined tokens: {err}"))?;
     Ok(tokenizer)
 }
