@@ -111,6 +111,7 @@ impl Autonomous {
                         chat: chat.clone(),
                         text: text.clone(),
                         reply_to_message_id: None,
+                        file: None,
                     },
                     Vec::new(),
                 )));

@@ -310,6 +310,7 @@ pub fn answer(message: &InboundMessage, text: &str) -> OutboundMessage {
         text: text.to_owned(),
         reply_to_message_id: (message.chat_type == ChatType::Group)
             .then(|| message.message_id.clone()),
+        file: None,
     }
 }
 
