@@ -62,7 +62,6 @@ fn sent(chat_id: &str, text: &str, reply_to: Option<i64>, thread: Option<i64>) -
         text: text.to_owned(),
         parse_mode: Some("HTML".to_owned()),
         reply_to_message_id: reply_to,
-        file: None,
     }
 }
 
