@@ -11,15 +11,16 @@ use std::sync::Arc;
 
 use nanocrab_config::DeliveryTarget;
 use nanocrab_core::UserInput;
-use nanocrab_schema::{ChatRef, OutboundMessage, SessionKey, Usage};
+use nanocrab_schema::{ChatRef, OutboundMessage, SessionKey, TraceId, Usage};
 use serde::{Deserialize, Serialize};
 
 use crate::bus::{OutboundBus, OutboundEvent, Outgoing};
 use crate::last_chat::LastChats;
+use crate::turn_messages::{TurnMessages, worth_sending};
 use crate::turns::{SubmitError, TurnError, TurnRequest, Turns};
 
 /// The account a `<channel>:<chatId>` target names: channels have one account each so far.
-const DEFAULT_ACCOUNT: &str = "default";
+pub(crate) const DEFAULT_ACCOUNT: &str = "default";
 
 /// One autonomous turn.
 #[derive(Debug, Clone)]
@@ -58,6 +59,8 @@ pub struct Autonomous {
     pub(crate) last_chats: Arc<LastChats>,
     /// `(name, account)` of the channels the gateway runs.
     pub(crate) channels: Vec<(String, String)>,
+    /// The `message` tool's chats: a run's is the one its reply goes to.
+    pub(crate) messages: TurnMessages,
 }
 
 impl Autonomous {
@@ -81,9 +84,15 @@ impl Autonomous {
         let AutonomousRun {
             agent_id,
             session,
-            input,
+            mut input,
             target,
         } = run;
+        // The `message` tool's "this chat" is where the reply goes, when there is such a chat.
+        let trace = input.trace_id.get_or_insert_with(TraceId::new).clone();
+        let turn_chat = self
+            .chat_for(&agent_id, &target)
+            .ok()
+            .map(|chat| self.messages.begin(trace, chat));
         let ticket = self.turns.submit(TurnRequest {
             agent_id: agent_id.clone(),
             session: session.clone(),
@@ -94,10 +103,16 @@ impl Autonomous {
         // The turn's events reach observers through the bus; nobody here reads them.
         drop(ticket.events);
         let outcome = ticket.outcome.await?;
+        let said = turn_chat.map(|chat| chat.said()).unwrap_or_default();
         let Some(text) = keep(&outcome.text) else {
             tracing::info!(agent = %agent_id, session = %session, "nothing to report");
             return Ok((Delivery::Silent, outcome.usage));
         };
+        if !worth_sending(&text, &said) {
+            tracing::info!(agent = %agent_id, session = %session,
+                "the reply is not sent: it says NO_REPLY, or the message tool sent it already");
+            return Ok((Delivery::Silent, outcome.usage));
+        }
         Ok((self.say(&agent_id, &target, text), outcome.usage))
     }
 

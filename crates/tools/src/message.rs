@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use nanocrab_policy::{Capability, Invocation, PathGuard, Risk};
-use nanocrab_schema::SessionKey;
+use nanocrab_schema::TraceId;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -40,8 +40,8 @@ impl std::fmt::Display for ChatAddress {
 /// One message as the agent asks for it, checked by the tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageRequest {
-    /// The run's conversation, whose chat "this chat" is.
-    pub session: Option<SessionKey>,
+    /// The run's trace: whoever started the run knows its chat ("this chat") by it.
+    pub trace_id: TraceId,
     /// `None`: the chat the run answers.
     pub to: Option<ChatAddress>,
     pub text: String,
@@ -196,7 +196,7 @@ impl TypedTool for MessageTool {
         }
         self.chats
             .send(MessageRequest {
-                session: ctx.session.clone(),
+                trace_id: ctx.trace_id.clone(),
                 to,
                 text: args.content,
                 file,
@@ -341,13 +341,13 @@ mod tests {
             setup.recorder.sent.lock().unwrap().clone(),
             [
                 MessageRequest {
-                    session: None,
+                    trace_id: setup.ctx.trace_id.clone(),
                     to: None,
                     text: "on my way".to_owned(),
                     file: None,
                 },
                 MessageRequest {
-                    session: None,
+                    trace_id: setup.ctx.trace_id.clone(),
                     to: Some(ChatAddress {
                         channel: "telegram".to_owned(),
                         chat_id: "7".to_owned(),

@@ -48,7 +48,6 @@ async fn a_telegram_message_is_answered_in_its_chat_and_then_confirmed_to_telegr
             text: "echo: hello there".to_owned(),
             parse_mode: Some("HTML".to_owned()),
             reply_to_message_id: None,
-            file: None,
         }]
     );
     // The next poll confirms the update, so Telegram forgets it.
