@@ -16,11 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::bus::{OutboundBus, OutboundEvent, Outgoing};
 use crate::last_chat::LastChats;
-use crate::turn_messages::{TurnMessages, worth_sending};
+use crate::turn_messages::{DEFAULT_ACCOUNT, TurnMessages, worth_sending};
 use crate::turns::{SubmitError, TurnError, TurnRequest, Turns};
-
-/// The account a `<channel>:<chatId>` target names: channels have one account each so far.
-pub(crate) const DEFAULT_ACCOUNT: &str = "default";
 
 /// One autonomous turn.
 #[derive(Debug, Clone)]

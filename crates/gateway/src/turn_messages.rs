@@ -15,8 +15,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use nanocrab_schema::{ChatRef, OutboundMessage, TraceId};
 use nanocrab_tools::{ChatMessages, MessageRequest, NO_REPLY, Sending};
 
-use crate::autonomous::DEFAULT_ACCOUNT;
 use crate::bus::{OutboundBus, OutboundEvent, Outgoing, Sent};
+
+/// The account a `<channel>:<chatId>` names: channels have one account each so far.
+pub(crate) const DEFAULT_ACCOUNT: &str = "default";
 
 /// The message tool's chats; clones share them.
 #[derive(Clone)]

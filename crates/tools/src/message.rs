@@ -115,9 +115,9 @@ impl MessageTool {
 #[serde(deny_unknown_fields)]
 pub struct MessageArgs {
     content: String,
-    /// channel:chat; default this chat
+    /// channel:chat
     to: Option<String>,
-    /// workspace file to attach
+    /// workspace file
     file: Option<String>,
 }
 
@@ -127,10 +127,7 @@ impl TypedTool for MessageTool {
     const NAME: &'static str = "message";
 
     fn description(&self) -> String {
-        format!(
-            "Send a message now, to this chat unless `to` is given. If it says all your reply \
-             would, reply {NO_REPLY}."
-        )
+        format!("Send now, to this chat or `to`. If that was your whole answer, reply {NO_REPLY}.")
     }
 
     fn invocation(&self, args: &MessageArgs, ctx: &ToolContext) -> Result<Invocation, ToolError> {
