@@ -5,7 +5,9 @@
 //! its session has queued and counts against `gateway.maxConcurrentTurns`. What the caller's
 //! filter leaves of the reply (a heartbeat takes `HEARTBEAT_OK` off) is published on the
 //! [`OutboundBus`] as an answer, so the channels' sender retries it and keeps it in the
-//! outbox when the platform cannot take it.
+//! outbox when the platform cannot take it. The target is the `message` tool's "this chat"
+//! during the run, and a reply that says `NO_REPLY`, or repeats what the tool sent there, is
+//! not sent.
 
 use std::sync::Arc;
 

@@ -1,7 +1,9 @@
 //! A turn answering chat messages: the input built from them, "typing…" shown while it runs,
 //! and the answer (or a short apology when it fails) published for their chat (and thread);
-//! the channels' sender marks the messages done once the answer is out. What the turn does as
-//! it goes is published too, for whoever watches.
+//! the channels' sender marks the messages done once the answer is out. The chat is the
+//! `message` tool's "this chat" during the turn; an answer that says `NO_REPLY`, or repeats
+//! what the tool sent there, is not sent (the messages are done all the same). What the turn
+//! does as it goes is published too, for whoever watches.
 
 use std::sync::Arc;
 use std::time::Duration;
