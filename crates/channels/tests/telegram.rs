@@ -13,9 +13,7 @@ use nanocrab_schema::{
     ChatRef, ChatType, InboundMessage, Media, MediaKind, OutboundMessage, ReplyTo, Sender,
 };
 use nanocrab_testkit::fixture_bytes;
-use nanocrab_testkit::telegram::{
-    self as tg, FakeTelegram, SentDocument, SentText, TelegramError,
-};
+use nanocrab_testkit::telegram::{self as tg, FakeTelegram, SentDocument, SentText, TelegramError};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;

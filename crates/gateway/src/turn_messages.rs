@@ -240,7 +240,10 @@ mod tests {
     fn a_reply_the_tool_already_sent_is_not_sent_again() {
         let said = vec!["Done: the report is attached.".to_owned()];
         assert!(!worth_sending("  Done: the report is attached.\n", &said));
-        assert!(worth_sending("Done: the report is attached. Anything else?", &said));
+        assert!(worth_sending(
+            "Done: the report is attached. Anything else?",
+            &said
+        ));
         assert!(worth_sending("Done: the report is attached.", &[]));
     }
 }

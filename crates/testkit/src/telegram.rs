@@ -826,10 +826,8 @@ fn send_document(shared: &Shared, params: &Value, upload: Option<Upload>) -> Res
         return TelegramError::bad_request("Bad Request: chat_id is empty").into_response();
     };
     let Some(upload) = upload.filter(|upload| upload.field == "document") else {
-        return TelegramError::bad_request(
-            "Bad Request: there is no document in the request",
-        )
-        .into_response();
+        return TelegramError::bad_request("Bad Request: there is no document in the request")
+            .into_response();
     };
     if upload.bytes.is_empty() {
         return TelegramError::bad_request("Bad Request: file must be non-empty").into_response();

@@ -72,7 +72,12 @@ impl MessageTool {
 
     /// The chat `to` names, `None` for the run's own chat.
     fn target(args: &MessageArgs, ctx: &ToolContext) -> Result<Option<ChatAddress>, ToolError> {
-        let Some(to) = args.to.as_deref().map(str::trim).filter(|to| !to.is_empty()) else {
+        let Some(to) = args
+            .to
+            .as_deref()
+            .map(str::trim)
+            .filter(|to| !to.is_empty())
+        else {
             return Ok(None);
         };
         let address = match to.split_once(':') {
@@ -323,7 +328,10 @@ mod tests {
             Err("no channel `slack` runs here; channels: telegram".to_owned())
         );
         assert_eq!(
-            call(&setup, serde_json::json!({"content": "hi", "to": "telegram"})),
+            call(
+                &setup,
+                serde_json::json!({"content": "hi", "to": "telegram"})
+            ),
             Err(
                 "to: `telegram` is not channel:chat (e.g. telegram:218485655); leave it out for \
                  this chat"

@@ -299,7 +299,13 @@ fn multipart(
     // A quote or line break would end the header; the name is only shown.
     let file_name: String = file_name
         .chars()
-        .map(|c| if matches!(c, '"' | '\r' | '\n') { '_' } else { c })
+        .map(|c| {
+            if matches!(c, '"' | '\r' | '\n') {
+                '_'
+            } else {
+                c
+            }
+        })
         .collect();
     let mut body = Vec::with_capacity(bytes.len() + 512);
     for (name, value) in fields {

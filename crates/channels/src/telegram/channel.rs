@@ -166,11 +166,7 @@ impl TelegramChannel {
     }
 
     /// Makes the call `call` makes, retrying it as [`Self::call_with_retries`] says.
-    async fn retrying<T, F>(
-        &self,
-        method: &str,
-        call: impl Fn() -> F,
-    ) -> Result<T, CallError>
+    async fn retrying<T, F>(&self, method: &str, call: impl Fn() -> F) -> Result<T, CallError>
     where
         F: std::future::Future<Output = Result<T, CallError>>,
     {
@@ -214,9 +210,10 @@ impl TelegramChannel {
                 path: path.to_path_buf(),
                 message: err.to_string(),
             })?;
-        let file_name = path
-            .file_name()
-            .map_or_else(|| "file".to_owned(), |name| name.to_string_lossy().into_owned());
+        let file_name = path.file_name().map_or_else(
+            || "file".to_owned(),
+            |name| name.to_string_lossy().into_owned(),
+        );
         let mut fields = vec![("chat_id", chat.chat_id.clone())];
         if let Some(thread) = &chat.thread_id {
             fields.push(("message_thread_id", thread.clone()));

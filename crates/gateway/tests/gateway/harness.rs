@@ -167,13 +167,12 @@ impl Harness {
         let housekeeping = self.housekeeping.then(|| model.clone());
         let tools = match (messages, &self.message_tool) {
             (Some(messages), Some(grants)) => {
-                let mut tools = nanocrab_tools::ToolRegistry::new().with_policy(
-                    nanocrab_tools::ToolPolicy {
+                let mut tools =
+                    nanocrab_tools::ToolRegistry::new().with_policy(nanocrab_tools::ToolPolicy {
                         grants: nanocrab_tools::grants_from_config(grants, "tools.grants", None)
                             .unwrap(),
                         ..nanocrab_tools::ToolPolicy::default()
-                    },
-                );
+                    });
                 let guard = nanocrab_policy::PathGuard::new(
                     &workspace,
                     &nanocrab_config::ToolsConfig::default(),

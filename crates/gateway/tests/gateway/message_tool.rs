@@ -151,7 +151,9 @@ async fn another_chat_is_refused_without_a_grant_and_reached_with_one() {
             json!({"content": "Hi Cleo", "to": "slack:C1"}),
         ),
     ]));
-    harness.mock.push(Reply::text("Ben has it; Anna I may not write to."));
+    harness
+        .mock
+        .push(Reply::text("Ben has it; Anna I may not write to."));
     let hello = dm("7", "70", "tell Anna and Ben");
     harness.channel.deliver(hello.clone()).await.unwrap();
     assert_eq!(
