@@ -55,6 +55,13 @@ pub enum ChannelError {
     /// The platform says the credentials are wrong; retrying will not help.
     #[error("{channel}: the token was rejected: {message}")]
     Unauthorized { channel: String, message: String },
+    /// A file to send cannot be read.
+    #[error("{channel}: cannot read {}: {message}", path.display())]
+    File {
+        channel: String,
+        path: std::path::PathBuf,
+        message: String,
+    },
     /// A file is larger than the channel will fetch.
     #[error("{channel}: {file} is {size} bytes, more than the {limit} a download may be")]
     TooLarge {

@@ -13,7 +13,7 @@ use nanocrab_schema::{
     ChatRef, ChatType, InboundMessage, Media, MediaKind, OutboundMessage, ReplyTo, Sender,
 };
 use nanocrab_testkit::fixture_bytes;
-use nanocrab_testkit::telegram::{self as tg, FakeTelegram, SentText, TelegramError};
+use nanocrab_testkit::telegram::{self as tg, FakeTelegram, SentDocument, SentText, TelegramError};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -159,6 +159,7 @@ fn outbound(chat: ChatRef, text: &str, reply_to: Option<&str>) -> OutboundMessag
         chat,
         text: text.to_owned(),
         reply_to_message_id: reply_to.map(str::to_owned),
+        file: None,
     }
 }
 
@@ -975,4 +976,47 @@ async fn typing_edit_and_react_reach_the_bot_api() {
         })
         .collect();
     insta::assert_json_snapshot!("typing_edit_react", calls);
+}
+
+#[tokio::test]
+async fn a_file_goes_out_as_a_document_after_the_text() {
+    let fake = FakeTelegram::start(TOKEN).await;
+    let dir = tempfile::tempdir().unwrap();
+    let channel = channel(settings(&fake, dir.path()));
+    let file = dir.path().join("report \"q3\".pdf");
+    // Bytes that hold CRLFs and what looks like a boundary arrive as they were.
+    let bytes = b"%PDF-1.7\r\n--nanocrab-form-boundary-6b1f0d2c\r\n\x00\xff end".to_vec();
+    std::fs::write(&file, &bytes).unwrap();
+    let message = OutboundMessage {
+        file: Some(file.clone()),
+        ..outbound(chat_ref("-100123", Some("7")), "The report", None)
+    };
+    let sent = channel.send(&message).await.unwrap();
+    assert_eq!(sent.message_ids, ["2746", "2747"]);
+    assert_eq!(
+        fake.sent_documents(),
+        [SentDocument {
+            message_id: 2747,
+            chat_id: "-100123".to_owned(),
+            message_thread_id: Some(7),
+            file_name: "report _q3_.pdf".to_owned(),
+            bytes,
+            caption: None,
+        }]
+    );
+    assert_eq!(fake.sent_messages()[0].text, "The report");
+
+    // A file alone sends no empty text; a file that is gone is an error naming it.
+    let alone = OutboundMessage {
+        file: Some(file.clone()),
+        ..outbound(chat_ref("42", None), "", None)
+    };
+    assert_eq!(channel.send(&alone).await.unwrap().message_ids, ["2748"]);
+    assert_eq!(fake.sent_messages().len(), 1);
+    std::fs::remove_file(&file).unwrap();
+    let err = channel.send(&alone).await.unwrap_err();
+    assert!(
+        matches!(&err, ChannelError::File { path, .. } if *path == file),
+        "{err:?}"
+    );
 }

@@ -21,6 +21,15 @@ impl nanocrab_tools::CronJobs for NoJobs {
     }
 }
 
+/// Chats nobody writes to here: only the tool's definition is measured.
+struct NoChats;
+
+impl nanocrab_tools::ChatMessages for NoChats {
+    fn send(&self, _: nanocrab_tools::MessageRequest) -> nanocrab_tools::Sending<'_> {
+        Box::pin(async { Err("no chats here".to_owned()) })
+    }
+}
+
 #[test]
 fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
     let dir = tempfile::tempdir().unwrap();
@@ -39,7 +48,11 @@ fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
         nanocrab_tools::ToolPolicy::default(),
         |guard| {
             let mut tools = nanocrab_memory::memory_tools(&MemoryConfig::default(), &index, guard);
-            // The gateway's agents also get the `cron` tool.
+            // The gateway's agents also get the `message` and `cron` tools.
+            tools.push(std::sync::Arc::new(nanocrab_tools::MessageTool::new(
+                std::sync::Arc::new(NoChats),
+                std::sync::Arc::clone(guard),
+            )));
             tools.push(std::sync::Arc::new(nanocrab_tools::CronTool::new(
                 std::sync::Arc::new(NoJobs),
             )));
@@ -56,6 +69,12 @@ fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
     let schemas = serde_json::to_string(&tools.definitions()).unwrap();
 
     let total = system.len() + messages.len() + schemas.len();
+    eprintln!(
+        "first request: {total} characters (system prompt {}, messages {}, tool schemas {})",
+        system.len(),
+        messages.len(),
+        schemas.len()
+    );
     assert!(
         total < 6_000,
         "first request is {total} characters: system prompt {}, messages {}, tool schemas {}",

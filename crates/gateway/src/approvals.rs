@@ -195,6 +195,7 @@ impl Approver for Approvals {
                     chat: chat.clone(),
                     text: request.question(),
                     reply_to_message_id: None,
+                    file: None,
                 });
                 if self.bus.publish(OutboundEvent::Message(question)) == 0 {
                     return Err(ApprovalError::Unreachable(format!(

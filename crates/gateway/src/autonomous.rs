@@ -5,21 +5,21 @@
 //! its session has queued and counts against `gateway.maxConcurrentTurns`. What the caller's
 //! filter leaves of the reply (a heartbeat takes `HEARTBEAT_OK` off) is published on the
 //! [`OutboundBus`] as an answer, so the channels' sender retries it and keeps it in the
-//! outbox when the platform cannot take it.
+//! outbox when the platform cannot take it. The target is the `message` tool's "this chat"
+//! during the run, and a reply that says `NO_REPLY`, or repeats what the tool sent there, is
+//! not sent.
 
 use std::sync::Arc;
 
 use nanocrab_config::DeliveryTarget;
 use nanocrab_core::UserInput;
-use nanocrab_schema::{ChatRef, OutboundMessage, SessionKey, Usage};
+use nanocrab_schema::{ChatRef, OutboundMessage, SessionKey, TraceId, Usage};
 use serde::{Deserialize, Serialize};
 
 use crate::bus::{OutboundBus, OutboundEvent, Outgoing};
 use crate::last_chat::LastChats;
+use crate::turn_messages::{DEFAULT_ACCOUNT, TurnMessages, worth_sending};
 use crate::turns::{SubmitError, TurnError, TurnRequest, Turns};
-
-/// The account a `<channel>:<chatId>` target names: channels have one account each so far.
-const DEFAULT_ACCOUNT: &str = "default";
 
 /// One autonomous turn.
 #[derive(Debug, Clone)]
@@ -58,6 +58,8 @@ pub struct Autonomous {
     pub(crate) last_chats: Arc<LastChats>,
     /// `(name, account)` of the channels the gateway runs.
     pub(crate) channels: Vec<(String, String)>,
+    /// The `message` tool's chats: a run's is the one its reply goes to.
+    pub(crate) messages: TurnMessages,
 }
 
 impl Autonomous {
@@ -81,9 +83,15 @@ impl Autonomous {
         let AutonomousRun {
             agent_id,
             session,
-            input,
+            mut input,
             target,
         } = run;
+        // The `message` tool's "this chat" is where the reply goes, when there is such a chat.
+        let trace = input.trace_id.get_or_insert_with(TraceId::new).clone();
+        let turn_chat = self
+            .chat_for(&agent_id, &target)
+            .ok()
+            .map(|chat| self.messages.begin(trace, chat));
         let ticket = self.turns.submit(TurnRequest {
             agent_id: agent_id.clone(),
             session: session.clone(),
@@ -94,10 +102,16 @@ impl Autonomous {
         // The turn's events reach observers through the bus; nobody here reads them.
         drop(ticket.events);
         let outcome = ticket.outcome.await?;
+        let said = turn_chat.map(|chat| chat.said()).unwrap_or_default();
         let Some(text) = keep(&outcome.text) else {
             tracing::info!(agent = %agent_id, session = %session, "nothing to report");
             return Ok((Delivery::Silent, outcome.usage));
         };
+        if !worth_sending(&text, &said) {
+            tracing::info!(agent = %agent_id, session = %session,
+                "the reply is not sent: it says NO_REPLY, or the message tool sent it already");
+            return Ok((Delivery::Silent, outcome.usage));
+        }
         Ok((self.say(&agent_id, &target, text), outcome.usage))
     }
 
@@ -111,6 +125,7 @@ impl Autonomous {
                         chat: chat.clone(),
                         text: text.clone(),
                         reply_to_message_id: None,
+                        file: None,
                     },
                     Vec::new(),
                 )));

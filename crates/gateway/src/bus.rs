@@ -119,6 +119,21 @@ impl Outgoing {
         }
     }
 
+    /// A message the agent sends mid-turn (its `message` tool): kept for redelivery like an
+    /// answer, and its sender waits to learn whether it went out or was kept.
+    pub(crate) fn said(message: OutboundMessage) -> (Self, oneshot::Receiver<Sent>) {
+        let (receipt, sent) = oneshot::channel();
+        let outgoing = Self {
+            message,
+            keep: true,
+            settle: Mutex::new(Some(Settle {
+                done: Vec::new(),
+                receipt: Some(receipt),
+            })),
+        };
+        (outgoing, sent)
+    }
+
     /// A message whose sender waits to learn whether it went out; never kept.
     pub(crate) fn with_receipt(message: OutboundMessage) -> (Self, oneshot::Receiver<Sent>) {
         let (receipt, sent) = oneshot::channel();

@@ -46,6 +46,7 @@ pub(crate) async fn supervise(
             }
             Err(
                 err @ (ChannelError::Unsupported { .. }
+                | ChannelError::File { .. }
                 | ChannelError::Api { .. }
                 | ChannelError::Transport { .. }
                 | ChannelError::TooLarge { .. }),

@@ -186,6 +186,7 @@ async fn attach(
             let why = match err {
                 ChannelError::TooLarge { .. } => "it is too large to download",
                 ChannelError::Unsupported { .. }
+                | ChannelError::File { .. }
                 | ChannelError::Api { .. }
                 | ChannelError::Transport { .. }
                 | ChannelError::Unauthorized { .. } => "it could not be downloaded",

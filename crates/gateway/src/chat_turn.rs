@@ -1,13 +1,15 @@
 //! A turn answering chat messages: the input built from them, "typing…" shown while it runs,
 //! and the answer (or a short apology when it fails) published for their chat (and thread);
-//! the channels' sender marks the messages done once the answer is out. What the turn does as
-//! it goes is published too, for whoever watches.
+//! the channels' sender marks the messages done once the answer is out. The chat is the
+//! `message` tool's "this chat" during the turn; an answer that says `NO_REPLY`, or repeats
+//! what the tool sent there, is not sent (the messages are done all the same). What the turn
+//! does as it goes is published too, for whoever watches.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use nanocrab_channels::Channel;
-use nanocrab_schema::{AgentEvent, InstructionsChange, SessionKey};
+use nanocrab_schema::{AgentEvent, InstructionsChange, SessionKey, TraceId};
 
 use crate::approvals::Approvals;
 use crate::bus::{EventKind, OutboundBus, OutboundEvent, Outgoing};
@@ -16,6 +18,7 @@ use crate::gateway_agent::GatewayAgent;
 use crate::journal::{Journal, JournalEntry};
 use crate::replies::{APOLOGY, answer_to};
 use crate::status::{Event, Status};
+use crate::turn_messages::{TurnMessages, worth_sending};
 
 /// Platforms show "typing…" for about five seconds; renewed a little sooner.
 const TYPING_EVERY: Duration = Duration::from_secs(4);
@@ -28,6 +31,8 @@ pub(crate) struct ChatTurns {
     pub(crate) journal: Arc<Journal>,
     pub(crate) status: Arc<Status>,
     pub(crate) approvals: Arc<Approvals>,
+    /// The `message` tool's chats: this turn's is the one it answers.
+    pub(crate) messages: TurnMessages,
 }
 
 impl ChatTurns {
@@ -71,10 +76,14 @@ impl ChatTurns {
         let typing = channel.capabilities().typing;
         // The turn's approvals are asked in the chat it answers.
         self.approvals.bind(session, chat.clone());
+        // The `message` tool's "this chat", known by the run's trace id.
+        let trace = TraceId::new();
+        let turn_chat = self.messages.begin(trace.clone(), chat.clone());
         // Said in the chat, so the person there sees a standing instruction change as it does.
         let changes = std::sync::Mutex::new(Vec::new());
         let turn = async {
-            let input = user_input(channel.as_ref(), &agent.workspace, &messages).await;
+            let mut input = user_input(channel.as_ref(), &agent.workspace, &messages).await;
+            input.trace_id = Some(trace);
             let watched = self.bus.wants(EventKind::Turn);
             let mut on_event = |event: AgentEvent| {
                 if let AgentEvent::InstructionsChanged(change) = &event {
@@ -106,6 +115,7 @@ impl ChatTurns {
             }
         };
         self.approvals.unbind(session);
+        let said = turn_chat.said();
         let changes: Vec<InstructionsChange> = changes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -143,6 +153,10 @@ impl ChatTurns {
         };
         if text.trim().is_empty() {
             tracing::info!(session = %session, "the turn ended without an answer to send");
+            batch.iter().for_each(|entry| self.done(entry));
+        } else if !worth_sending(&text, &said) {
+            tracing::info!(session = %session,
+                "the final reply is not sent: it says NO_REPLY, or the message tool sent it already");
             batch.iter().for_each(|entry| self.done(entry));
         } else {
             let done = batch.iter().map(|entry| entry.id).collect();

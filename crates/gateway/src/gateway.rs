@@ -38,6 +38,7 @@ use crate::outbox::{Kept, Outbox, OutboxError};
 use crate::router::Router;
 use crate::sender::ChannelSender;
 use crate::status::Status;
+use crate::turn_messages::TurnMessages;
 use crate::turns::Turns;
 
 /// The journal's file in the state directory.
@@ -97,7 +98,10 @@ impl Gateway {
     /// Opens the journal and the outbox in `state_dir` and checks that every agent
     /// `config.bindings` names, and the default one, is among `agents`. `approvals` is the
     /// approver the agents were built with, on the same `bus`: the gateway asks its questions
-    /// in the chats and takes the answers.
+    /// in the chats and takes the answers. `messages` is what the agents' `message` tool was
+    /// given, on the same `bus`: the gateway tells it each turn's chat and leaves out a final
+    /// reply the tool already sent.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: &Config,
         agents: BTreeMap<String, GatewayAgent>,
@@ -105,6 +109,7 @@ impl Gateway {
         state_dir: &Path,
         access: Access,
         approvals: Arc<Approvals>,
+        messages: TurnMessages,
         bus: OutboundBus,
     ) -> Result<Self, GatewayError> {
         let needed = std::iter::once((DEFAULT_AGENT_ID, "the default route".to_owned())).chain(
@@ -169,6 +174,7 @@ impl Gateway {
             journal: Arc::clone(&journal),
             status: Arc::clone(&status),
             approvals: Arc::clone(&approvals),
+            messages: messages.clone(),
         };
         let mut beats = BTreeMap::new();
         for (id, agent) in &agents {
@@ -213,6 +219,7 @@ impl Gateway {
                 .iter()
                 .map(|c| (c.name().to_owned(), c.account().to_owned()))
                 .collect(),
+            messages,
         };
         let heartbeats = Heartbeats::new(beats, autonomous.clone(), Arc::new(jiff::Timestamp::now));
         let intake = Intake {

@@ -50,6 +50,7 @@ mod router;
 mod sender;
 pub mod server;
 mod status;
+mod turn_messages;
 mod turns;
 
 pub use access::{Access, AccessDecision, AccessError, AccessRules};
@@ -84,6 +85,7 @@ pub use pairing::{
 };
 pub use router::{Route, Router};
 pub use status::{ChannelReport, ChannelState, MessageCounts, Status};
+pub use turn_messages::TurnMessages;
 pub use turns::{
     SessionActivity, SubmitError, TurnError, TurnRequest, TurnResult, TurnTicket, Turns,
 };

@@ -240,6 +240,7 @@ mod tests {
             },
             text: text.into(),
             reply_to_message_id: None,
+            file: None,
         }
     }
 

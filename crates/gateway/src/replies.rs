@@ -26,5 +26,6 @@ pub(crate) fn answer_to(message: &InboundMessage, text: String) -> OutboundMessa
             ChatType::Group => Some(message.message_id.clone()),
             ChatType::Dm | ChatType::Channel => None,
         },
+        file: None,
     }
 }

@@ -246,6 +246,7 @@ impl Shared {
             }
             ChannelError::Api { .. }
             | ChannelError::Unsupported { .. }
+            | ChannelError::File { .. }
             | ChannelError::TooLarge { .. } => Attempt::Failed(err.to_string()),
         }
     }

@@ -186,4 +186,8 @@ pub struct OutboundMessage {
     /// The message this one answers, shown as a reply where the platform can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to_message_id: Option<String>,
+    /// A file sent after the text (a document on Telegram): an absolute path, read when the
+    /// message is sent, so a message kept for later stays small.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<std::path::PathBuf>,
 }

@@ -23,6 +23,8 @@
 //!   tags, well nested, else 400 `can't parse entities`) and its length after parsing (4096
 //!   UTF-16 code units, else 400 `message is too long`), and answer a message shaped like the
 //!   recorded `sendMessage-response.json`, with increasing `message_id`s.
+//! - `sendDocument` takes a `multipart/form-data` body, as Telegram takes a new file, and
+//!   records the file ([`FakeTelegram::sent_documents`]).
 //! - `getMe`, `deleteWebhook`, `setMyCommands`, `sendChatAction`, `setMessageReaction` and
 //!   `getFile` answer as Telegram does. Every call is recorded, answered or not.
 //! - [`FakeTelegram::fail_next`] makes the next calls of a method fail with a
@@ -73,6 +75,17 @@ pub struct SentText {
     pub parse_mode: Option<String>,
     /// From `reply_parameters.message_id` or the older `reply_to_message_id`.
     pub reply_to_message_id: Option<i64>,
+}
+
+/// A file the bot sent with `sendDocument`, as Telegram took it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentDocument {
+    pub message_id: i64,
+    pub chat_id: String,
+    pub message_thread_id: Option<i64>,
+    pub file_name: String,
+    pub bytes: Vec<u8>,
+    pub caption: Option<String>,
 }
 
 /// An error answer, in the Bot API's shape: `{"ok":false,"error_code":...,"description":...}`.
@@ -171,6 +184,7 @@ struct FakeState {
     next_message_id: i64,
     calls: Vec<Call>,
     sent: Vec<SentText>,
+    documents: Vec<SentDocument>,
     faults: HashMap<String, VecDeque<Fault>>,
     files: HashMap<String, StoredFile>,
     commands: Value,
@@ -210,6 +224,7 @@ impl FakeTelegram {
                 next_message_id: sent_fixture["result"]["message_id"].as_i64().unwrap_or(1),
                 calls: Vec::new(),
                 sent: Vec::new(),
+                documents: Vec::new(),
                 faults: HashMap::new(),
                 files: HashMap::new(),
                 commands: Value::Null,
@@ -373,6 +388,11 @@ impl FakeTelegram {
         self.state().sent.get(seen..).unwrap_or_default().to_vec()
     }
 
+    /// The files `sendDocument` accepted, in order.
+    pub fn sent_documents(&self) -> Vec<SentDocument> {
+        self.state().documents.clone()
+    }
+
     /// The last `setMyCommands` list (`Null` before any).
     pub fn commands(&self) -> Value {
         self.state().commands.clone()
@@ -416,7 +436,7 @@ async fn answer(
     else {
         return not_found();
     };
-    let params = parameters(&headers, uri.query(), &body);
+    let (params, upload) = parameters(&headers, uri.query(), &body);
     let fault = {
         let mut state = lock(&shared.state);
         state.calls.push(Call {
@@ -442,15 +462,25 @@ async fn answer(
             ok(json!(true))
         }
         "sendMessage" => send_message(&shared, &params),
+        "sendDocument" => send_document(&shared, &params, upload),
         "editMessageText" => edit_message_text(&shared, &params),
         "getFile" => get_file(&shared, &params),
         _ => not_found(),
     }
 }
 
-/// The call's parameters as one object: the query string, then a JSON or form body.
-fn parameters(headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> Value {
+/// A file sent in a `multipart/form-data` body.
+struct Upload {
+    field: String,
+    file_name: String,
+    bytes: Vec<u8>,
+}
+
+/// The call's parameters as one object: the query string, then a JSON, form or multipart
+/// body (whose file is given apart, its field in the parameters as `"attached"`).
+fn parameters(headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> (Value, Option<Upload>) {
     let mut params = Map::new();
+    let mut upload = None;
     for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         params.insert(key.into_owned(), Value::String(value.into_owned()));
     }
@@ -461,6 +491,27 @@ fn parameters(headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> Value {
     if content_type.starts_with("application/x-www-form-urlencoded") {
         for (key, value) in form_urlencoded::parse(body) {
             params.insert(key.into_owned(), Value::String(value.into_owned()));
+        }
+    } else if let Some(boundary) = content_type
+        .strip_prefix("multipart/form-data")
+        .and_then(|rest| rest.split_once("boundary="))
+        .map(|(_, boundary)| boundary.trim_matches('"'))
+    {
+        for part in multipart_parts(body, boundary) {
+            match part.file_name {
+                Some(file_name) => {
+                    params.insert(part.name.clone(), json!("attached"));
+                    upload = Some(Upload {
+                        field: part.name,
+                        file_name,
+                        bytes: part.bytes,
+                    });
+                }
+                None => {
+                    let value = String::from_utf8_lossy(&part.bytes).into_owned();
+                    params.insert(part.name, Value::String(value));
+                }
+            }
         }
     } else if !body.is_empty() {
         match serde_json::from_slice::<Value>(body) {
@@ -476,7 +527,66 @@ fn parameters(headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> Value {
             }
         }
     }
-    Value::Object(params)
+    (Value::Object(params), upload)
+}
+
+/// One part of a `multipart/form-data` body.
+struct Part {
+    name: String,
+    file_name: Option<String>,
+    bytes: Vec<u8>,
+}
+
+/// The parts of a `multipart/form-data` body; a part without a name is skipped.
+fn multipart_parts(body: &[u8], boundary: &str) -> Vec<Part> {
+    let delimiter = format!("--{boundary}");
+    let delimiter = delimiter.as_bytes();
+    let mut parts = Vec::new();
+    let mut starts = Vec::new();
+    let mut at = 0;
+    while let Some(found) = find(&body[at..], delimiter) {
+        starts.push(at + found);
+        at += found + delimiter.len();
+    }
+    for pair in starts.windows(2) {
+        // After the delimiter's CRLF, up to the CRLF before the next one.
+        let part = &body[pair[0] + delimiter.len()..pair[1]];
+        let part = part.strip_prefix(b"\r\n").unwrap_or(part);
+        let part = part.strip_suffix(b"\r\n").unwrap_or(part);
+        let Some(split) = find(part, b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&part[..split]);
+        let bytes = part[split + 4..].to_vec();
+        let disposition = head
+            .lines()
+            .find(|line| {
+                line.to_ascii_lowercase()
+                    .starts_with("content-disposition:")
+            })
+            .unwrap_or_default();
+        let attribute = |key: &str| {
+            disposition
+                .split(';')
+                .map(str::trim)
+                .find_map(|item| item.strip_prefix(key))
+                .map(|value| value.trim_matches('"').to_owned())
+        };
+        if let Some(name) = attribute("name=") {
+            parts.push(Part {
+                name,
+                file_name: attribute("filename="),
+                bytes,
+            });
+        }
+    }
+    parts
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
 }
 
 /// An integer parameter, sent as a number (JSON) or as text (a form).
@@ -708,6 +818,46 @@ fn send_message(shared: &Shared, params: &Value) -> Response {
         message["message_thread_id"] = json!(thread);
         message["is_topic_message"] = json!(true);
     }
+    ok(message)
+}
+
+fn send_document(shared: &Shared, params: &Value, upload: Option<Upload>) -> Response {
+    let Some(chat_id) = text_field(params, "chat_id") else {
+        return TelegramError::bad_request("Bad Request: chat_id is empty").into_response();
+    };
+    let Some(upload) = upload.filter(|upload| upload.field == "document") else {
+        return TelegramError::bad_request("Bad Request: there is no document in the request")
+            .into_response();
+    };
+    if upload.bytes.is_empty() {
+        return TelegramError::bad_request("Bad Request: file must be non-empty").into_response();
+    }
+    let thread = int_field(params, "message_thread_id");
+    let caption = text_field(params, "caption");
+    let mut state = lock(&shared.state);
+    let message_id = state.next_message_id;
+    state.next_message_id += 1;
+    let mut message = bot_message(&state, message_id, &chat_id, "");
+    if let Some(fields) = message.as_object_mut() {
+        fields.remove("text");
+        fields.insert(
+            "document".to_owned(),
+            json!({
+                "file_name": upload.file_name,
+                "file_id": format!("document-{message_id}"),
+                "file_unique_id": format!("unique-{message_id}"),
+                "file_size": upload.bytes.len(),
+            }),
+        );
+    }
+    state.documents.push(SentDocument {
+        message_id,
+        chat_id,
+        message_thread_id: thread,
+        file_name: upload.file_name,
+        bytes: upload.bytes,
+        caption,
+    });
     ok(message)
 }
 

@@ -13,6 +13,7 @@ mod exec;
 mod exec_sandbox;
 mod list_dir;
 mod memory_provenance;
+mod message;
 mod note_marks;
 mod read_file;
 mod registry;
@@ -32,6 +33,10 @@ pub use exec::{ExecTool, MAX_OUTPUT_CHARS, PASSED_ENV_VARS};
 pub use exec_sandbox::{ExecSandbox, SandboxLauncher};
 pub use list_dir::{ListDirTool, MAX_ENTRIES};
 pub use memory_provenance::{Mark, MemoryProvenance, NoteMark, ProvenanceEntry, ProvenanceError};
+pub use message::{
+    ChatAddress, ChatMessages, MAX_FILE_BYTES, MessageArgs, MessageRequest, MessageTool, NO_REPLY,
+    Sending,
+};
 pub use note_marks::{NoteOrigins, note_name};
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
 pub use registry::{DEFAULT_APPROVAL_TIMEOUT, ToolPolicy, ToolRegistry};

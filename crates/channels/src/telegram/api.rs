@@ -16,6 +16,8 @@ pub(crate) const CHANNEL: &str = "telegram";
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// A 20 MB file over a slow link still fits.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(300);
+/// A 50 MB file (the most a bot may send) over a slow link still fits.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Why a call failed, before it becomes a [`ChannelError`].
 #[derive(Debug)]
@@ -136,14 +138,48 @@ impl BotApi {
         body: &impl Serialize,
         timeout: Duration,
     ) -> Result<T, CallError> {
-        let response = self
+        let sent = self
             .client
             .post(format!("{}/{method}", self.method_base))
             .timeout(timeout)
             .json(body)
             .send()
-            .await
-            .map_err(|err| CallError::Transport(describe(&err.without_url(), &self.token)))?;
+            .await;
+        self.answer(sent).await
+    }
+
+    /// Calls `method` with `fields` and the file `bytes` (named `file_name`, in the field
+    /// `file_field`) as `multipart/form-data`, the one way the Bot API takes a new file.
+    pub async fn upload<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        fields: &[(&str, String)],
+        file_field: &str,
+        file_name: &str,
+        bytes: &[u8],
+    ) -> Result<T, CallError> {
+        let (boundary, body) = multipart(fields, file_field, file_name, bytes);
+        let sent = self
+            .client
+            .post(format!("{}/{method}", self.method_base))
+            .timeout(UPLOAD_TIMEOUT)
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .body(body)
+            .send()
+            .await;
+        self.answer(sent).await
+    }
+
+    /// The result of a call, or why there is none.
+    async fn answer<T: DeserializeOwned>(
+        &self,
+        sent: Result<reqwest::Response, reqwest::Error>,
+    ) -> Result<T, CallError> {
+        let response =
+            sent.map_err(|err| CallError::Transport(describe(&err.without_url(), &self.token)))?;
         let status = response.status();
         let bytes = response
             .bytes()
@@ -241,6 +277,55 @@ impl BotApi {
         }
         Ok(bytes)
     }
+}
+
+/// A `multipart/form-data` body of `fields` and one file, and its boundary: a line that
+/// occurs in none of them.
+fn multipart(
+    fields: &[(&str, String)],
+    file_field: &str,
+    file_name: &str,
+    bytes: &[u8],
+) -> (String, Vec<u8>) {
+    let mut boundary = "nanocrab-form-boundary-6b1f0d2c".to_owned();
+    let occurs = |boundary: &str| {
+        let needle = boundary.as_bytes();
+        bytes.windows(needle.len()).any(|window| window == needle)
+            || fields.iter().any(|(_, value)| value.contains(boundary))
+    };
+    while occurs(&boundary) {
+        boundary.push('x');
+    }
+    // A quote or line break would end the header; the name is only shown.
+    let file_name: String = file_name
+        .chars()
+        .map(|c| {
+            if matches!(c, '"' | '\r' | '\n') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let mut body = Vec::with_capacity(bytes.len() + 512);
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{file_field}\"; \
+             filename=\"{file_name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (boundary, body)
 }
 
 /// An error and its causes on one line, the token scrubbed out.

@@ -162,9 +162,17 @@ impl TelegramChannel {
         method: &str,
         body: &Value,
     ) -> Result<T, CallError> {
+        self.retrying(method, || self.api.call(method, body)).await
+    }
+
+    /// Makes the call `call` makes, retrying it as [`Self::call_with_retries`] says.
+    async fn retrying<T, F>(&self, method: &str, call: impl Fn() -> F) -> Result<T, CallError>
+    where
+        F: std::future::Future<Output = Result<T, CallError>>,
+    {
         let mut attempt = 1;
         loop {
-            let pause = match self.api.call(method, body).await {
+            let pause = match call().await {
                 Err(CallError::Api {
                     status: 429,
                     retry_after,
@@ -187,6 +195,35 @@ impl TelegramChannel {
             tokio::time::sleep(pause).await;
             attempt += 1;
         }
+    }
+
+    /// Sends the file at `path` into `chat` as a document, under its own name.
+    async fn send_document(
+        &self,
+        chat: &ChatRef,
+        path: &std::path::Path,
+    ) -> Result<Message, ChannelError> {
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|err| ChannelError::File {
+                channel: CHANNEL.to_owned(),
+                path: path.to_path_buf(),
+                message: err.to_string(),
+            })?;
+        let file_name = path.file_name().map_or_else(
+            || "file".to_owned(),
+            |name| name.to_string_lossy().into_owned(),
+        );
+        let mut fields = vec![("chat_id", chat.chat_id.clone())];
+        if let Some(thread) = &chat.thread_id {
+            fields.push(("message_thread_id", thread.clone()));
+        }
+        self.retrying("sendDocument", || {
+            self.api
+                .upload("sendDocument", &fields, "document", &file_name, &bytes)
+        })
+        .await
+        .map_err(|err| err.into_channel_error("sendDocument"))
     }
 
     /// Sends or edits with `body["text"]` as HTML, and once more as plain text when
@@ -470,6 +507,10 @@ impl Channel for TelegramChannel {
                 .call_formatted("sendMessage", body)
                 .await
                 .map_err(|err| err.into_channel_error("sendMessage"))?;
+            sent.message_ids.push(posted.message_id.to_string());
+        }
+        if let Some(path) = &message.file {
+            let posted = self.send_document(&message.chat, path).await?;
             sent.message_ids.push(posted.message_id.to_string());
         }
         Ok(sent)

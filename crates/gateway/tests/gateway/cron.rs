@@ -91,6 +91,7 @@ async fn a_one_shot_added_while_the_gateway_runs_fires_once_and_is_gone() {
             chat: telegram("42"),
             text: "Take the cake out of the oven.".to_owned(),
             reply_to_message_id: None,
+            file: None,
         }]
     );
     until(|| matches!(jobs.get(&cake.id), Err(CronError::UnknownJob { .. }))).await;

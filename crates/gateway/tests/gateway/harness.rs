@@ -10,7 +10,7 @@ use nanocrab_config::{Config, DmPolicy, GroupPolicy, ProviderConfig, QueueMode};
 use nanocrab_core::{Agent, AgentSettings, ContextBuilder};
 use nanocrab_gateway::{
     Access, AccessRules, Approvals, Gateway, GatewayAgent, INBOX_FILE, Journal, OutboundBus,
-    PairingStore, Turns,
+    PairingStore, TurnMessages, Turns,
 };
 use nanocrab_provider::{ModelChain, RetryPolicy};
 use nanocrab_schema::{
@@ -37,6 +37,8 @@ pub struct Harness {
     pub bus: OutboundBus,
     /// The agents have a housekeeping model: the mock LLM too.
     pub housekeeping: bool,
+    /// The agents have the `message` tool, under these standing grants (`tools.grants`).
+    pub message_tool: Option<Vec<String>>,
 }
 
 /// A gateway running in the background.
@@ -86,6 +88,7 @@ impl Harness {
             access: None,
             bus: OutboundBus::new(),
             housekeeping: false,
+            message_tool: None,
         }
     }
 
@@ -138,6 +141,11 @@ impl Harness {
     }
 
     pub fn agent(&self, id: &str) -> GatewayAgent {
+        self.agent_with(id, None)
+    }
+
+    /// Agent `id`, with the `message` tool over `messages` when the harness says so.
+    fn agent_with(&self, id: &str, messages: Option<&TurnMessages>) -> GatewayAgent {
         let model = nanocrab_provider::resolve_model(
             "anthropic/mock-model",
             &self.config,
@@ -157,9 +165,31 @@ impl Harness {
         let workspace = self.workspace(id);
         std::fs::create_dir_all(&workspace).unwrap();
         let housekeeping = self.housekeeping.then(|| model.clone());
+        let tools = match (messages, &self.message_tool) {
+            (Some(messages), Some(grants)) => {
+                let mut tools =
+                    nanocrab_tools::ToolRegistry::new().with_policy(nanocrab_tools::ToolPolicy {
+                        grants: nanocrab_tools::grants_from_config(grants, "tools.grants", None)
+                            .unwrap(),
+                        ..nanocrab_tools::ToolPolicy::default()
+                    });
+                let guard = nanocrab_policy::PathGuard::new(
+                    &workspace,
+                    &nanocrab_config::ToolsConfig::default(),
+                    None,
+                )
+                .unwrap();
+                tools.register(Arc::new(nanocrab_tools::MessageTool::new(
+                    Arc::new(messages.clone()),
+                    Arc::new(guard),
+                )));
+                tools
+            }
+            (Some(_) | None, _) => nanocrab_tools::ToolRegistry::new(),
+        };
         let agent = Agent::new(
             ModelChain::new(model, Vec::new()),
-            nanocrab_tools::ToolRegistry::new(),
+            tools,
             self.sessions(),
             ContextBuilder::new(&workspace),
             AgentSettings {
@@ -216,6 +246,7 @@ impl Harness {
             &self.state_dir(),
             self.open_access(),
             Approvals::new(bus.clone()),
+            TurnMessages::new(bus.clone(), Vec::new()),
             bus,
         ) {
             Ok(_) => panic!("the gateway started"),
@@ -224,19 +255,28 @@ impl Harness {
     }
 
     pub fn gateway(&self) -> Gateway {
+        let bus = self.bus.clone();
+        let channels = self.channels();
+        let messages = TurnMessages::new(
+            bus.clone(),
+            channels
+                .iter()
+                .map(|c| (c.name().to_owned(), c.account().to_owned()))
+                .collect(),
+        );
         let agents = self
             .agent_ids
             .iter()
-            .map(|id| (id.clone(), self.agent(id)))
+            .map(|id| (id.clone(), self.agent_with(id, Some(&messages))))
             .collect();
-        let bus = self.bus.clone();
         Gateway::new(
             &self.config,
             agents,
-            self.channels(),
+            channels,
             &self.state_dir(),
             self.access.clone().unwrap_or_else(|| self.open_access()),
             Approvals::new(bus.clone()),
+            messages,
             bus,
         )
         .unwrap()
@@ -310,6 +350,7 @@ pub fn answer(message: &InboundMessage, text: &str) -> OutboundMessage {
         text: text.to_owned(),
         reply_to_message_id: (message.chat_type == ChatType::Group)
             .then(|| message.message_id.clone()),
+        file: None,
     }
 }
 

@@ -78,6 +78,7 @@ async fn one_run_at_a_time_and_its_reply_goes_to_the_last_direct_chat() {
             chat,
             text: "Still the plants.".to_owned(),
             reply_to_message_id: None,
+            file: None,
         }
     );
     assert_eq!(
@@ -163,6 +164,7 @@ async fn a_tick_outside_the_active_hours_waits_for_the_window() {
             },
             text: "A backup failed.".to_owned(),
             reply_to_message_id: None,
+            file: None,
         }]
     );
     let morning = Some("2026-11-23T07:00:00Z".to_owned());

@@ -8,6 +8,7 @@ mod fake_channel;
 mod harness;
 mod heartbeat;
 mod lifecycle;
+mod message_tool;
 mod module_graph;
 mod outbound;
 mod routing;

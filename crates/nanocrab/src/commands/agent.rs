@@ -28,7 +28,8 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
         nanocrab_config::DEFAULT_AGENT_ID,
         args.model.as_deref(),
         Some(std::sync::Arc::new(super::stdin_approver::StdinApprover)),
-        // Jobs run in the gateway, whose chats their replies go to: `nanocrab cron` adds them.
+        // Jobs run in the gateway, whose chats their replies go to: `nanocrab cron` adds them;
+        // and the terminal is no chat the `message` tool could write to.
         None,
     )?;
     if let Some(notice) = &built.notice {

@@ -16,9 +16,19 @@ use nanocrab_provider::{
     LOCAL, LocalModels, ModelChain, ProviderError, ResolvedModel, RetryPolicy,
 };
 use nanocrab_sessions::SessionStore;
-use nanocrab_tools::{CronJobs, CronTool, ToolPolicy, grants_from_config};
+use nanocrab_tools::{
+    ChatMessages, CronJobs, CronTool, MessageTool, ToolPolicy, grants_from_config,
+};
 
 use super::Env;
+
+/// What the gateway gives its agents' tools: its scheduled jobs (the `cron` tool, when
+/// `cron.enabled`) and its chats (the `message` tool).
+#[derive(Clone)]
+pub struct GatewayTools {
+    pub cron: Option<Arc<dyn CronJobs>>,
+    pub chats: Arc<dyn ChatMessages>,
+}
 
 /// An agent ready to run, and the workspace it works in.
 pub struct BuiltAgent {
@@ -31,15 +41,15 @@ pub struct BuiltAgent {
 
 /// Builds agent `id` (`main` or an `agents.entries` id), with `model` instead of its
 /// configured one when given; creates its workspace if missing. Calls that need approval
-/// ask `approver`, or are denied without one. With `cron` (the gateway's jobs) the agent gets
-/// the `cron` tool.
+/// ask `approver`, or are denied without one. In the gateway (`gateway`) the agent gets the
+/// `message` tool, and the `cron` tool when jobs run.
 pub fn build(
     env: &Env,
     config: &Config,
     id: &str,
     model: Option<&str>,
     approver: Option<Arc<dyn Approver>>,
-    cron: Option<Arc<dyn CronJobs>>,
+    gateway: Option<&GatewayTools>,
 ) -> anyhow::Result<BuiltAgent> {
     let settings = config
         .agents
@@ -137,8 +147,14 @@ pub fn build(
         policy,
         |guard| {
             let mut tools = nanocrab_memory::memory_tools(&config.memory, &index, guard);
-            if let Some(jobs) = cron {
-                tools.push(Arc::new(CronTool::new(jobs)));
+            if let Some(gateway) = gateway {
+                tools.push(Arc::new(MessageTool::new(
+                    Arc::clone(&gateway.chats),
+                    Arc::clone(guard),
+                )));
+                if let Some(jobs) = &gateway.cron {
+                    tools.push(Arc::new(CronTool::new(Arc::clone(jobs))));
+                }
             }
             tools
         },

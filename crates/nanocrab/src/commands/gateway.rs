@@ -10,13 +10,14 @@ use nanocrab_channels::telegram::{TelegramChannel, TelegramSettings};
 use nanocrab_core::Agent;
 use nanocrab_gateway::{
     Access, Approvals, CronControl, CronStore, Gateway, GatewayAgent, OutboundBus, PairingStore,
-    server,
+    TurnMessages, server,
 };
 use nanocrab_policy::Approver;
 use nanocrab_tools::CronJobs;
 use tokio_util::sync::CancellationToken;
 
 use super::Env;
+use super::agents::GatewayTools;
 
 /// Agents built for `provider/model` API requests, by agent id and model.
 type AgentsByModel = HashMap<(String, String), Arc<Agent>>;
@@ -42,27 +43,6 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     } else {
         None
     };
-    let mut agents = BTreeMap::new();
-    for id in config.agents.ids() {
-        let built = super::agents::build(
-            env,
-            &config,
-            id,
-            None,
-            Some(Arc::clone(&approvals) as Arc<dyn Approver>),
-            cron.clone().map(|c| Arc::new(c) as Arc<dyn CronJobs>),
-        )?;
-        if let Some(notice) = &built.notice {
-            tracing::info!(agent = id, "{notice}");
-        }
-        agents.insert(
-            id.to_owned(),
-            GatewayAgent {
-                agent: Arc::new(built.agent),
-                workspace: built.workspace,
-            },
-        );
-    }
     let state_dir = env.paths.state_dir();
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("cannot create {}", state_dir.display()))?;
@@ -90,6 +70,39 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             );
         }
     }
+    // The chats the agents' `message` tool writes to, on the channels just made.
+    let messages = TurnMessages::new(
+        bus.clone(),
+        channels
+            .iter()
+            .map(|c| (c.name().to_owned(), c.account().to_owned()))
+            .collect(),
+    );
+    let gateway_tools = GatewayTools {
+        cron: cron.clone().map(|c| Arc::new(c) as Arc<dyn CronJobs>),
+        chats: Arc::new(messages.clone()),
+    };
+    let mut agents = BTreeMap::new();
+    for id in config.agents.ids() {
+        let built = super::agents::build(
+            env,
+            &config,
+            id,
+            None,
+            Some(Arc::clone(&approvals) as Arc<dyn Approver>),
+            Some(&gateway_tools),
+        )?;
+        if let Some(notice) = &built.notice {
+            tracing::info!(agent = id, "{notice}");
+        }
+        agents.insert(
+            id.to_owned(),
+            GatewayAgent {
+                agent: Arc::new(built.agent),
+                workspace: built.workspace,
+            },
+        );
+    }
     let access = Access::from_config(&config.channels, PairingStore::new(&state_dir));
     let channel_names: Vec<String> = channels.iter().map(|c| c.name().to_owned()).collect();
     let gateway = Gateway::new(
@@ -99,6 +112,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         &state_dir,
         access,
         Arc::clone(&approvals),
+        messages,
         bus,
     )?;
     let gateway = match cron.clone() {
@@ -112,7 +126,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     let builder_env = env.clone();
     let builder_config = config.clone();
     let builder_approvals = Arc::clone(&approvals);
-    let builder_cron = cron.clone();
+    let builder_tools = gateway_tools.clone();
     let model_builder: server::ModelBuilder = Arc::new(move |id: &str, model: &str| {
         let key = (id.to_owned(), model.to_owned());
         let mut built = built.lock().unwrap_or_else(PoisonError::into_inner);
@@ -120,16 +134,13 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             return Ok(Arc::clone(agent));
         }
         let approver = Some(Arc::clone(&builder_approvals) as Arc<dyn Approver>);
-        let jobs = builder_cron
-            .clone()
-            .map(|c| Arc::new(c) as Arc<dyn CronJobs>);
         let agent = super::agents::build(
             &builder_env,
             &builder_config,
             id,
             Some(model),
             approver,
-            jobs,
+            Some(&builder_tools),
         )
         .map(|b| Arc::new(b.agent))
         .map_err(|err| format!("{err:#}"))?;

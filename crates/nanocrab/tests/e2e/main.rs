@@ -21,6 +21,7 @@ mod local_model;
 mod memory;
 mod memory_provenance;
 mod memory_templates;
+mod message_tool;
 mod models;
 mod onboard;
 mod policy_denials;
