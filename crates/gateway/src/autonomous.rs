@@ -38,6 +38,8 @@ pub enum Delivery {
     Sent { chat: ChatRef, text: String },
     /// The filter left nothing to say.
     Silent,
+    /// The target is `none`: the reply is only logged, as the configuration asks.
+    Logged { text: String },
     /// Not sent, and why; the text is logged.
     NotSent { text: String, reason: String },
 }
@@ -118,6 +120,10 @@ impl Autonomous {
     /// Sends `text` to the chat `target` means for agent `agent_id`, with no turn: what an
     /// autonomous run has to report about itself (a scheduled job that failed).
     pub fn say(&self, agent_id: &str, target: &DeliveryTarget, text: String) -> Delivery {
+        if *target == DeliveryTarget::None {
+            tracing::info!(agent = %agent_id, "reply (its target is none, so only logged): {text}");
+            return Delivery::Logged { text };
+        }
         match self.chat_for(agent_id, target) {
             Ok(chat) => {
                 self.bus.publish(OutboundEvent::Message(Outgoing::answer(

@@ -455,7 +455,7 @@ impl Shared {
                 // The agent did its work; a reply that found no chat is kept in view.
                 let note = match &delivery {
                     Delivery::NotSent { .. } => Some(delivery_line(&delivery)),
-                    Delivery::Sent { .. } | Delivery::Silent => None,
+                    Delivery::Sent { .. } | Delivery::Silent | Delivery::Logged { .. } => None,
                 };
                 let end = RunEnd {
                     status: RunStatus::Ok,
@@ -681,6 +681,7 @@ fn delivery_line(delivery: &Delivery) -> String {
     match delivery {
         Delivery::Sent { chat, .. } => format!("sent to {}:{}", chat.channel, chat.chat_id),
         Delivery::Silent => "nothing to say".to_owned(),
+        Delivery::Logged { .. } => "logged (no --deliver)".to_owned(),
         Delivery::NotSent { reason, .. } => format!("not delivered: {reason}"),
     }
 }

@@ -297,6 +297,9 @@ impl Shared {
             HeartbeatOutcome::Ran(Delivery::Sent { chat, .. }) => {
                 tracing::info!(agent = %id, channel = %chat.channel, chat = %chat.chat_id, "heartbeat: reply sent");
             }
+            HeartbeatOutcome::Ran(Delivery::Logged { .. }) => {
+                tracing::info!(agent = %id, "heartbeat: reply logged (heartbeat.target is none)");
+            }
             HeartbeatOutcome::Ran(Delivery::NotSent { reason, .. }) => {
                 tracing::warn!(agent = %id, "heartbeat: reply not sent: {reason}");
             }

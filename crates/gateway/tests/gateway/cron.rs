@@ -503,6 +503,61 @@ async fn a_reply_that_found_no_chat_is_kept_in_view() {
 }
 
 #[tokio::test]
+async fn a_job_without_a_chat_logs_its_reply_and_notes_nothing() {
+    let harness = Harness::new().await;
+    let jobs = control(&harness, &["main"], Arc::new(Timestamp::now));
+    let hourly = jobs
+        .add(JobRequest {
+            every: Some("1h".to_owned()),
+            ..job("Look at the news.")
+        })
+        .unwrap();
+    let gateway = harness.gateway().with_cron(jobs.clone(), CatchUp::Once);
+    let scheduler = gateway.cron().unwrap().clone();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(gateway.run(shutdown.clone()));
+
+    harness.mock.push(Reply::text("Nothing new."));
+    assert_eq!(
+        eventually(scheduler.run_now(&hourly.id)).await.unwrap(),
+        CronRunOutcome::Ran {
+            delivery: Delivery::Logged {
+                text: "Nothing new.".to_owned(),
+            },
+            input_tokens: 12,
+            output_tokens: 7,
+        }
+    );
+    // Asked for no chat, it got none: nothing to point out on the job.
+    let ran = jobs.get(&hourly.id).unwrap();
+    assert_eq!(
+        (
+            ran.last_status,
+            ran.last_error.as_deref(),
+            ran.last_note.as_deref()
+        ),
+        (Some(RunStatus::Ok), None, None)
+    );
+    assert_eq!(
+        jobs.store()
+            .history(&hourly.id, 10)
+            .unwrap()
+            .iter()
+            .map(untimed)
+            .collect::<Vec<_>>(),
+        [(
+            RunStatus::Ok,
+            None,
+            12,
+            7,
+            Some("logged (no --deliver)".to_owned())
+        )]
+    );
+    shutdown.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test]
 async fn a_long_run_is_not_taken_for_a_missed_time() {
     let harness = Harness::new().await;
     let made = at("2026-11-28T00:00:00Z");

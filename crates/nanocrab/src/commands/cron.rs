@@ -352,6 +352,9 @@ fn run_now(config: &Config, control: &CronControl, id: &str) -> anyhow::Result<(
                 )?;
             }
             Delivery::Silent => outln!("{id}: the agent had nothing to say")?,
+            Delivery::Logged { text } => {
+                outln!("{id}: the job has no --deliver, so nothing was sent; the reply:\n{text}")?;
+            }
             Delivery::NotSent { text, reason } => {
                 outln!("{id}: not sent ({reason}):\n{text}")?;
             }

@@ -58,6 +58,9 @@ pub fn run(env: &Env, agent: &str) -> anyhow::Result<()> {
                 chat.chat_id
             )?;
         }
+        HeartbeatOutcome::Ran(Delivery::Logged { text }) => {
+            outln!("{agent}: heartbeat.target is none, so nothing was sent; the reply:\n{text}")?;
+        }
         HeartbeatOutcome::Ran(Delivery::NotSent { text, reason }) => {
             outln!("{agent}: not sent ({reason}):\n{text}")?;
         }
