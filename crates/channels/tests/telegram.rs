@@ -999,7 +999,7 @@ async fn a_file_goes_out_as_a_document_after_the_text() {
             message_id: 2747,
             chat_id: "-100123".to_owned(),
             message_thread_id: Some(7),
-            file_name: "report _q3_.pdf".to_owned(),
+            file_name: "report \"q3\".pdf".to_owned(),
             bytes,
             caption: None,
         }]

@@ -570,7 +570,13 @@ fn multipart_parts(body: &[u8], boundary: &str) -> Vec<Part> {
                 .split(';')
                 .map(str::trim)
                 .find_map(|item| item.strip_prefix(key))
-                .map(|value| value.trim_matches('"').to_owned())
+                // A quoted string: reqwest escapes a quote or backslash in it.
+                .map(|value| {
+                    value
+                        .trim_matches('"')
+                        .replace("\\\"", "\"")
+                        .replace("\\\\", "\\")
+                })
         };
         if let Some(name) = attribute("name=") {
             parts.push(Part {

@@ -158,16 +158,20 @@ impl BotApi {
         file_name: &str,
         bytes: &[u8],
     ) -> Result<T, CallError> {
-        let (boundary, body) = multipart(fields, file_field, file_name, bytes);
+        let form = fields
+            .iter()
+            .fold(reqwest::multipart::Form::new(), |form, (name, value)| {
+                form.text(name.to_string(), value.clone())
+            })
+            .part(
+                file_field.to_owned(),
+                reqwest::multipart::Part::bytes(bytes.to_vec()).file_name(file_name.to_owned()),
+            );
         let sent = self
             .client
             .post(format!("{}/{method}", self.method_base))
             .timeout(UPLOAD_TIMEOUT)
-            .header(
-                reqwest::header::CONTENT_TYPE,
-                format!("multipart/form-data; boundary={boundary}"),
-            )
-            .body(body)
+            .multipart(form)
             .send()
             .await;
         self.answer(sent).await
@@ -277,55 +281,6 @@ impl BotApi {
         }
         Ok(bytes)
     }
-}
-
-/// A `multipart/form-data` body of `fields` and one file, and its boundary: a line that
-/// occurs in none of them.
-fn multipart(
-    fields: &[(&str, String)],
-    file_field: &str,
-    file_name: &str,
-    bytes: &[u8],
-) -> (String, Vec<u8>) {
-    let mut boundary = "nanocrab-form-boundary-6b1f0d2c".to_owned();
-    let occurs = |boundary: &str| {
-        let needle = boundary.as_bytes();
-        bytes.windows(needle.len()).any(|window| window == needle)
-            || fields.iter().any(|(_, value)| value.contains(boundary))
-    };
-    while occurs(&boundary) {
-        boundary.push('x');
-    }
-    // A quote or line break would end the header; the name is only shown.
-    let file_name: String = file_name
-        .chars()
-        .map(|c| {
-            if matches!(c, '"' | '\r' | '\n') {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
-    let mut body = Vec::with_capacity(bytes.len() + 512);
-    for (name, value) in fields {
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
-            )
-            .as_bytes(),
-        );
-    }
-    body.extend_from_slice(
-        format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"{file_field}\"; \
-             filename=\"{file_name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
-        )
-        .as_bytes(),
-    );
-    body.extend_from_slice(bytes);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    (boundary, body)
 }
 
 /// An error and its causes on one line, the token scrubbed out.
