@@ -55,6 +55,7 @@
 
 mod anthropic;
 mod fixtures;
+mod gate;
 mod gemini;
 pub mod gguf;
 pub mod hub;
@@ -69,6 +70,7 @@ pub mod telegram;
 pub use fixtures::{
     Protocol, chunks_to_sse, fixture_bytes, fixture_path, fixtures_dir, replay_list,
 };
+pub use gate::Gate;
 pub use inbound::inbound_dm;
 pub use reply::{ApiError, Part, Reply};
 pub use server::{EMBEDDING_DIMENSIONS, MockLlm, RecordedRequest};

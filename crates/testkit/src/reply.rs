@@ -9,6 +9,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use serde_json::Value;
 
 use crate::fixtures::{Protocol, chunks_to_sse, fixture_bytes};
+use crate::gate::Gate;
 use crate::{anthropic, gemini, openai_chat, openai_responses};
 
 /// One piece of an assistant answer, in the order the model produces it.
@@ -73,6 +74,7 @@ pub struct Reply {
     body: Body,
     stop: Stop,
     delay: Duration,
+    gate: Option<Gate>,
     chunk_delay: Duration,
     chunk_size: Option<usize>,
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -133,6 +135,7 @@ impl Reply {
             body: Body::Answer(parts),
             stop: Stop::Done,
             delay: Duration::ZERO,
+            gate: None,
             chunk_delay: Duration::ZERO,
             chunk_size: None,
             headers: Vec::new(),
@@ -324,6 +327,13 @@ impl Reply {
         self
     }
 
+    /// Waits until `gate` is opened before answering (before the status line): a turn held in
+    /// flight for as long as the test needs.
+    pub fn held_by(mut self, gate: &Gate) -> Self {
+        self.gate = Some(gate.clone());
+        self
+    }
+
     /// Waits this long before each frame of the body after the first.
     pub fn with_chunk_delay(mut self, delay: Duration) -> Self {
         self.chunk_delay = delay;
@@ -372,6 +382,10 @@ impl Reply {
 
     pub(crate) fn delay(&self) -> Duration {
         self.delay
+    }
+
+    pub(crate) fn gate(&self) -> Option<&Gate> {
+        self.gate.as_ref()
     }
 
     pub(crate) fn chunk_delay(&self) -> Duration {

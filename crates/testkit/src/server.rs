@@ -268,6 +268,9 @@ async fn answer(
     let rendered = reply.render(endpoint, &body);
     drop(body);
     record(recorded);
+    if let Some(gate) = reply.gate() {
+        gate.passed().await;
+    }
     if !reply.delay().is_zero() {
         tokio::time::sleep(reply.delay()).await;
     }

@@ -12,7 +12,7 @@ use nanocrab_gateway::{
     RunStatus, cron_session, job_prompt,
 };
 use nanocrab_schema::{ChatRef, OutboundMessage};
-use nanocrab_testkit::Reply;
+use nanocrab_testkit::{Gate, Reply};
 use pretty_assertions::assert_eq;
 use tokio_util::sync::CancellationToken;
 
@@ -256,9 +256,10 @@ async fn a_job_never_runs_twice_at_once() {
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(gateway.run(shutdown.clone()));
 
+    let gate = Gate::new();
     harness
         .mock
-        .push(Reply::text("Nothing new.").with_delay(Duration::from_millis(500)));
+        .push(Reply::text("Nothing new.").held_by(&gate));
     let first = tokio::spawn({
         let scheduler = scheduler.clone();
         let id = hourly.id.clone();
@@ -269,6 +270,7 @@ async fn a_job_never_runs_twice_at_once() {
         scheduler.run_now(&hourly.id).await.unwrap(),
         CronRunOutcome::Busy
     );
+    gate.open();
     assert_eq!(
         first.await.unwrap().unwrap(),
         CronRunOutcome::Ran {
@@ -314,9 +316,10 @@ async fn a_run_whose_caller_hung_up_still_finishes_and_the_job_runs_again() {
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(gateway.run(shutdown.clone()));
 
+    let gate = Gate::new();
     harness
         .mock
-        .push(Reply::text("Nothing new.").with_delay(Duration::from_millis(300)));
+        .push(Reply::text("Nothing new.").held_by(&gate));
     // The client of `POST /v1/cron/run` hangs up in the middle of the turn: the server drops
     // the request's future.
     let request = tokio::spawn({
@@ -328,6 +331,7 @@ async fn a_run_whose_caller_hung_up_still_finishes_and_the_job_runs_again() {
     eventually(until(|| history().len() == 1)).await;
     request.abort();
     assert!(request.await.unwrap_err().is_cancelled());
+    gate.open();
 
     // The run goes on, is recorded and its reply sent.
     eventually(until(|| history()[0].status != RunStatus::Running)).await;

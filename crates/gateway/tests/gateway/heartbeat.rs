@@ -2,12 +2,11 @@
 //! or a fixed one, and ticks that wait for the active hours.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use nanocrab_config::{ActiveHours, AgentEntry, HeartbeatConfig};
 use nanocrab_gateway::{Delivery, HeartbeatOutcome, HeartbeatReport};
 use nanocrab_schema::{ChatRef, OutboundMessage};
-use nanocrab_testkit::Reply;
+use nanocrab_testkit::{Gate, Reply};
 use pretty_assertions::assert_eq;
 use tokio_util::sync::CancellationToken;
 
@@ -51,10 +50,11 @@ async fn one_run_at_a_time_and_its_reply_goes_to_the_last_direct_chat() {
     let hello = dm("7", "70", "hello");
     harness.channel.deliver(hello.clone()).await.unwrap();
     harness.channel.wait_for_sent(1).await;
-    // Held long enough for a second run to be asked for while it goes on.
+    // Held until a second run has been asked for while it goes on.
+    let gate = Gate::new();
     harness
         .mock
-        .push(Reply::text("Still the plants.").with_delay(Duration::from_millis(500)));
+        .push(Reply::text("Still the plants.").held_by(&gate));
     let first = tokio::spawn({
         let heartbeats = heartbeats.clone();
         async move { heartbeats.run_now("main").await }
@@ -64,6 +64,7 @@ async fn one_run_at_a_time_and_its_reply_goes_to_the_last_direct_chat() {
         heartbeats.run_now("main").await.unwrap(),
         HeartbeatOutcome::Busy
     );
+    gate.open();
     let chat = hello.chat();
     assert_eq!(
         first.await.unwrap().unwrap(),
