@@ -129,11 +129,13 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             "will not start: a host other machines can reach needs gateway.auth.token, or bind 127.0.0.1"
         }
     };
-    outln!(
-        "gateway    http://{}:{} ({auth})",
-        gateway.host,
-        gateway.port
-    )?;
+    // An IPv6 address is bracketed in a URL, as `heartbeat run` and `cron run` write it.
+    let host = if gateway.host.contains(':') {
+        format!("[{}]", gateway.host)
+    } else {
+        gateway.host.clone()
+    };
+    outln!("gateway    http://{host}:{} ({auth})", gateway.port)?;
     match &config.channels.telegram {
         Some(telegram) if !telegram.enabled => outln!("telegram   off (enabled: false)")?,
         Some(telegram) => {

@@ -165,7 +165,7 @@ fn status_tells_what_will_answer_what_listens_and_whether_the_gateway_starts() {
             "vllm": {"apiBase": format!("http://127.0.0.1:{open_port}/v1")},
             "ollama": {"apiBase": format!("http://127.0.0.1:{closed_port}/v1")},
         },
-        "gateway": {"host": "0.0.0.0"},
+        "gateway": {"host": "::"},
     }));
 
     let status = home.run(home.nanocrab().arg("status"));
@@ -185,7 +185,7 @@ fn status_tells_what_will_answer_what_listens_and_whether_the_gateway_starts() {
         [
             "model      local/smollm2-135m (not installed: nanocrab models pull smollm2-135m)"
                 .to_owned(),
-            "gateway    http://0.0.0.0:18790 (will not start: a host other machines can reach needs gateway.auth.token, or bind 127.0.0.1)".to_owned(),
+            "gateway    http://[::]:18790 (will not start: a host other machines can reach needs gateway.auth.token, or bind 127.0.0.1)".to_owned(),
             format!("vllm        ready (local server at 127.0.0.1:{open_port}, no key needed)"),
             format!("ollama      not running (nothing listens at 127.0.0.1:{closed_port})"),
         ]
