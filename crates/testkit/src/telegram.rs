@@ -382,6 +382,16 @@ impl FakeTelegram {
         self.state().sent.clone()
     }
 
+    /// The texts `sendMessage` accepted for `chat_id`, in order.
+    pub fn texts_sent_to(&self, chat_id: &str) -> Vec<String> {
+        self.state()
+            .sent
+            .iter()
+            .filter(|sent| sent.chat_id == chat_id)
+            .map(|sent| sent.text.clone())
+            .collect()
+    }
+
     /// The messages `sendMessage` accepted after the first `seen`, in order: a caller polling
     /// for answers through thousands of them copies only what is new.
     pub fn sent_messages_after(&self, seen: usize) -> Vec<SentText> {

@@ -6,7 +6,6 @@ use nanocrab_testkit::telegram::{self, FakeTelegram};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::gateway_process::GatewayProcess;
 use crate::harness::{Home, Run, Wire, message_texts};
 
 const TOKEN: &str = "123456:fake-telegram-5ecret";
@@ -28,21 +27,6 @@ fn cron_home(fake: &FakeTelegram, grants: &[&str]) -> Home {
     config["gateway"] = json!({ "port": 0 });
     home.write_config(config);
     home
-}
-
-/// Starts the gateway on a free port, then writes the port it took into the config, where
-/// `nanocrab cron` looks for it.
-fn start(home: &Home) -> GatewayProcess {
-    let set_port = |port: u16| {
-        let mut config: Value =
-            serde_json::from_str(&std::fs::read_to_string(home.config_path()).unwrap()).unwrap();
-        config["gateway"]["port"] = json!(port);
-        home.write_config(config);
-    };
-    set_port(0);
-    let gateway = home.start_gateway();
-    set_port(gateway.base.rsplit(':').next().unwrap().parse().unwrap());
-    gateway
 }
 
 fn cron(home: &Home, args: &[&str]) -> Run {
@@ -76,15 +60,6 @@ fn statuses(home: &Home, id: &str) -> Vec<String> {
         .collect()
 }
 
-/// The texts sent to `chat`.
-fn sent_to(fake: &FakeTelegram, chat: &str) -> Vec<String> {
-    fake.sent_messages()
-        .into_iter()
-        .filter(|m| m.chat_id == chat)
-        .map(|m| m.text)
-        .collect()
-}
-
 #[test]
 fn an_every_job_fires_survives_a_restart_and_keeps_its_history() {
     let fake = FakeTelegram::spawn(TOKEN);
@@ -114,24 +89,24 @@ fn an_every_job_fires_survives_a_restart_and_keeps_its_history() {
     );
     let id = run.stdout.split(' ').nth(1).unwrap().to_owned();
 
-    let mut gateway = start(&home);
+    let mut gateway = home.start_gateway_for_cli();
     gateway.eventually("a first ping", |_| {
-        (!sent_to(&fake, OWNER).is_empty()).then_some(())
+        (!fake.texts_sent_to(OWNER).is_empty()).then_some(())
     });
     assert!(gateway.terminate().success());
-    let before = sent_to(&fake, OWNER).len();
+    let before = fake.texts_sent_to(OWNER).len();
     let runs_before = statuses(&home, &id).len();
     assert!(runs_before >= 1);
 
-    let mut gateway = start(&home);
+    let mut gateway = home.start_gateway_for_cli();
     gateway.eventually("a ping after the restart", |_| {
-        (sent_to(&fake, OWNER).len() > before).then_some(())
+        (fake.texts_sent_to(OWNER).len() > before).then_some(())
     });
     gateway.eventually("its run recorded", |_| {
         (statuses(&home, &id).iter().filter(|s| *s == "ok").count() > runs_before).then_some(())
     });
     assert!(gateway.terminate().success());
-    assert!(sent_to(&fake, OWNER).iter().all(|text| text == "Ping."));
+    assert!(fake.texts_sent_to(OWNER).iter().all(|text| text == "Ping."));
     // A stop may cut a run short; none failed or was skipped.
     let statuses = statuses(&home, &id);
     assert!(
@@ -180,7 +155,7 @@ fn a_one_shot_added_while_the_gateway_runs_fires_once_and_is_gone() {
     let fake = FakeTelegram::spawn(TOKEN);
     let home = cron_home(&fake, &[]);
     home.mock.push(Reply::text("The cake is ready."));
-    let mut gateway = start(&home);
+    let mut gateway = home.start_gateway_for_cli();
     let id = add(
         &home,
         &[
@@ -193,12 +168,12 @@ fn a_one_shot_added_while_the_gateway_runs_fires_once_and_is_gone() {
         ],
     );
     gateway.eventually("the one-shot's reply", |_| {
-        (!sent_to(&fake, OWNER).is_empty()).then_some(())
+        (!fake.texts_sent_to(OWNER).is_empty()).then_some(())
     });
     gateway.eventually("the job gone", |_| {
         (json_of(&home, &["list", "--json"]) == json!([])).then_some(())
     });
-    assert_eq!(sent_to(&fake, OWNER), ["The cake is ready."]);
+    assert_eq!(fake.texts_sent_to(OWNER), ["The cake is ready."]);
     assert_eq!(statuses(&home, &id), ["ok"]);
     assert_eq!(home.requests().len(), 1);
     assert!(gateway.terminate().success());
@@ -217,12 +192,12 @@ fn remind_me_from_telegram_makes_a_job_that_delivers_to_that_chat() {
         .push(Reply::text("I will remind you in two seconds."));
     home.mock.push(Reply::text("Time to stretch!"));
     fake.push_update(telegram::private_text("remind me in 2 seconds to stretch"));
-    let mut gateway = start(&home);
+    let mut gateway = home.start_gateway_for_cli();
     gateway.eventually("the reminder", |_| {
-        (sent_to(&fake, OWNER).len() == 2).then_some(())
+        (fake.texts_sent_to(OWNER).len() == 2).then_some(())
     });
     assert_eq!(
-        sent_to(&fake, OWNER),
+        fake.texts_sent_to(OWNER),
         ["I will remind you in two seconds.", "Time to stretch!"]
     );
     // The tool said what it scheduled, and where its reply goes.

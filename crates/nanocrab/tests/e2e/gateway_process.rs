@@ -20,6 +20,22 @@ pub struct GatewayProcess {
 }
 
 impl Home {
+    /// Starts the gateway on a free port, then writes the port it took into the config, where
+    /// the commands that talk to it (`nanocrab heartbeat run`, `nanocrab cron run`) look.
+    pub fn start_gateway_for_cli(&self) -> GatewayProcess {
+        let set_port = |port: u16| {
+            let mut config: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(self.config_path()).unwrap())
+                    .unwrap();
+            config["gateway"]["port"] = serde_json::json!(port);
+            self.write_config(config);
+        };
+        set_port(0);
+        let gateway = self.start_gateway();
+        set_port(gateway.base.rsplit(':').next().unwrap().parse().unwrap());
+        gateway
+    }
+
     /// Starts `nanocrab gateway` with this home (its config should set `gateway.port` 0) and
     /// waits until it listens.
     pub fn start_gateway(&self) -> GatewayProcess {

@@ -6,7 +6,6 @@ use nanocrab_testkit::telegram::{self, FakeTelegram};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::gateway_process::GatewayProcess;
 use crate::harness::{Home, Wire, message_texts, system_prompt};
 
 const TOKEN: &str = "123456:fake-telegram-5ecret";
@@ -33,39 +32,15 @@ fn heartbeat_home(fake: &FakeTelegram, heartbeat: Value, tasks: &str) -> Home {
     home
 }
 
-/// Starts the gateway on a free port, then writes the port it took into the config, where
-/// `nanocrab heartbeat run` looks for it.
-fn start(home: &Home) -> GatewayProcess {
-    let set_port = |port: u16| {
-        let mut config: Value =
-            serde_json::from_str(&std::fs::read_to_string(home.config_path()).unwrap()).unwrap();
-        config["gateway"]["port"] = json!(port);
-        home.write_config(config);
-    };
-    set_port(0);
-    let gateway = home.start_gateway();
-    set_port(gateway.base.rsplit(':').next().unwrap().parse().unwrap());
-    gateway
-}
-
 fn heartbeat_run(home: &Home, args: &[&str]) -> crate::harness::Run {
     home.run(home.nanocrab().args(["heartbeat", "run"]).args(args))
-}
-
-/// The texts sent to `chat`.
-fn sent_to(fake: &FakeTelegram, chat: &str) -> Vec<String> {
-    fake.sent_messages()
-        .into_iter()
-        .filter(|m| m.chat_id == chat)
-        .map(|m| m.text)
-        .collect()
 }
 
 #[test]
 fn a_heartbeat_md_without_tasks_asks_no_model_on_a_tick_or_when_run() {
     let fake = FakeTelegram::spawn(TOKEN);
     let home = heartbeat_home(&fake, json!({ "every": "1s" }), TEMPLATE);
-    let mut gateway = start(&home);
+    let mut gateway = home.start_gateway_for_cli();
     gateway.eventually("a tick", |g| {
         g.log()
             .contains("heartbeat: HEARTBEAT.md holds no task; no model asked")
@@ -98,13 +73,13 @@ fn a_task_goes_to_the_chat_the_user_last_wrote_from_even_after_a_restart() {
     home.mock.push(Reply::text("Hello!"));
     home.mock.push(Reply::text("Time to water the plants."));
     fake.push_update(telegram::private_text("hello there"));
-    let mut gateway = start(&home);
+    let mut gateway = home.start_gateway_for_cli();
     gateway.eventually("the answer", |_| {
         (!fake.sent_messages().is_empty()).then_some(())
     });
     assert!(gateway.terminate().success());
 
-    let gateway = start(&home);
+    let gateway = home.start_gateway_for_cli();
     let run = heartbeat_run(&home, &[]);
     assert!(
         run.success,
@@ -119,10 +94,10 @@ fn a_task_goes_to_the_chat_the_user_last_wrote_from_even_after_a_restart() {
     );
     let mut gateway = gateway;
     gateway.eventually("the reply sent", |_| {
-        (sent_to(&fake, OWNER).len() == 2).then_some(())
+        (fake.texts_sent_to(OWNER).len() == 2).then_some(())
     });
     assert_eq!(
-        sent_to(&fake, OWNER),
+        fake.texts_sent_to(OWNER),
         ["Hello!", "Time to water the plants."]
     );
     // The model got the tasks (not the comment) and how to say there is nothing, in a
@@ -158,17 +133,20 @@ fn a_tick_delivers_to_the_configured_chat_and_heartbeat_ok_stays_silent() {
     home.mock.set_fallback(Reply::text(
         "**HEARTBEAT_OK** The backup failed last night.",
     ));
-    let mut gateway = start(&home);
+    let mut gateway = home.start_gateway_for_cli();
     gateway.eventually("a silent tick", |g| {
         g.log()
             .contains("heartbeat: nothing needs attention")
             .then_some(())
     });
     gateway.eventually("a reply sent", |_| {
-        (!sent_to(&fake, OWNER).is_empty()).then_some(())
+        (!fake.texts_sent_to(OWNER).is_empty()).then_some(())
     });
     // The silent tick sent nothing: the first message is the second tick's.
-    assert_eq!(sent_to(&fake, OWNER)[0], "The backup failed last night.");
+    assert_eq!(
+        fake.texts_sent_to(OWNER)[0],
+        "The backup failed last night."
+    );
     assert!(gateway.terminate().success());
 }
 

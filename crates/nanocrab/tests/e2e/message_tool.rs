@@ -27,15 +27,6 @@ fn telegram_home(fake: &FakeTelegram) -> Home {
     home
 }
 
-/// The texts sent to `chat`.
-fn sent_to(fake: &FakeTelegram, chat: &str) -> Vec<String> {
-    fake.sent_messages()
-        .into_iter()
-        .filter(|m| m.chat_id == chat)
-        .map(|m| m.text)
-        .collect()
-}
-
 #[test]
 fn the_chat_gets_the_message_once_and_the_duplicate_reply_is_left_out() {
     let fake = FakeTelegram::spawn(TOKEN);
@@ -74,7 +65,7 @@ fn the_chat_gets_the_message_once_and_the_duplicate_reply_is_left_out() {
     assert!(gateway.terminate().success());
 
     assert_eq!(
-        sent_to(&fake, OWNER),
+        fake.texts_sent_to(OWNER),
         ["Here is the report.", "You're welcome!"]
     );
     let documents = fake.sent_documents();
