@@ -320,26 +320,16 @@ impl CronStore {
                 ],
             )
             .map_err(self.sql())?;
-        Ok(CronJob {
-            id,
-            name: job.name,
-            agent: job.agent,
-            message: job.message,
-            schedule: job.schedule,
-            session: job.session,
-            deliver: job.deliver,
-            jitter: job.jitter,
-            catch_up: job.catch_up,
-            untrusted_sources: job.untrusted_sources,
-            enabled: true,
-            created_at: Timestamp::from_second(now.as_second()).unwrap_or(now),
-            next_run: next_run.and_then(|t| Timestamp::from_second(t.as_second()).ok()),
-            failures: 0,
-            last_run: None,
-            last_status: None,
-            last_error: None,
-            last_note: None,
-        })
+        // Read back, so the caller gets the job as `get` and `list` will give it.
+        let stored = connection
+            .query_row(
+                &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
+                [&id],
+                StoredJob::from_row,
+            )
+            .map_err(self.sql())?;
+        drop(connection);
+        self.job(stored)
     }
 
     /// Every job that can be read, oldest first; see [`CronStore::list_each`] for the others.
