@@ -5,8 +5,8 @@ use std::borrow::Cow;
 
 use nanocrab_provider::{ChatRequest, ChatResponse, ModelChain, ProviderDelta, ProviderError};
 use nanocrab_schema::{
-    AgentEvent, ContentBlock, Image, LlmMessage, Role, RunId, SessionKey, StopReason, TaskId,
-    ToolCall, ToolDef, ToolResult, TraceId, Usage,
+    AgentEvent, ContentBlock, Image, LlmMessage, Role, RunId, RunSource, SessionKey, StopReason,
+    TaskId, ToolCall, ToolDef, ToolResult, TraceId, Usage,
 };
 use nanocrab_sessions::{CountedHistory, SessionEntry, SessionError, SessionStore, TokenCounter};
 use nanocrab_tools::{MemoryProvenance, ToolContext, ToolRegistry, fenced_sources};
@@ -55,6 +55,14 @@ pub struct UserInput {
     /// How much of the workspace the system prompt carries: `Minimal` for an autonomous run
     /// (a heartbeat) whose message brings the one file it needs.
     pub prompt_mode: PromptMode,
+    /// Who started the run; kept with the question in the transcript and with every tool
+    /// call in the audit log.
+    pub source: RunSource,
+    /// Model calls this run may make, when fewer than the agent's `maxToolIterations` (a
+    /// subagent's own cap).
+    pub max_iterations: Option<u32>,
+    /// Only these of the agent's tools are offered (a subagent given a subset); `None`: all.
+    pub tools: Option<Vec<String>>,
 }
 
 impl From<&str> for UserInput {
@@ -65,6 +73,9 @@ impl From<&str> for UserInput {
             channel: None,
             trace_id: None,
             prompt_mode: PromptMode::Full,
+            source: RunSource::Chat,
+            max_iterations: None,
+            tools: None,
         }
     }
 }
@@ -394,6 +405,7 @@ impl Agent {
             run_id: RunId::new(),
             untrusted_sources: Vec::new(),
             memory_provenance: self.provenance.clone(),
+            source: input.source.clone(),
         };
         // Every log line of the run, the tool calls' included, carries these ids.
         let span = tracing::info_span!(
@@ -455,15 +467,30 @@ impl Agent {
         };
         let channel = input.channel.clone();
         let prompt_mode = input.prompt_mode;
+        let max_iterations = input
+            .max_iterations
+            .map_or(self.settings.max_tool_iterations, |cap| {
+                cap.min(self.settings.max_tool_iterations)
+            });
+        let only_tools = input.tools.clone();
+        let source = input.source.clone();
         let user = input.message();
         // Committed with the answer: until then the gateway's journal holds the message, and a
         // crash before the answer runs the turn again.
-        self.store
-            .append_unsynced(key, &[SessionEntry::now(user.clone())])?;
+        let mut question = SessionEntry::now(user.clone());
+        question.source = Some(source).filter(|source| *source != RunSource::Chat);
+        self.store.append_unsynced(key, &[question])?;
         history.push(user);
 
         let profile = self.models.primary().profile;
-        let registry = self.current_tools();
+        let mut registry = self.current_tools();
+        if let Some(only) = &only_tools {
+            for name in registry.names() {
+                if !only.contains(&name) {
+                    registry.unregister(&name);
+                }
+            }
+        }
         let (system, tools) = self.prompt_and_tools(&registry, rag, channel.as_ref(), prompt_mode);
         let mut budget = Budget::new(
             counter,
@@ -490,7 +517,7 @@ impl Agent {
         let mut current = 0;
         let mut ctx = ctx.clone();
 
-        for iteration in 1..=self.settings.max_tool_iterations {
+        for iteration in 1..=max_iterations {
             if iteration > 1 {
                 on_event(AgentEvent::NewResponse { iteration });
             }
@@ -576,10 +603,16 @@ impl Agent {
                 return self.stop(key, on_event, text, usage, iteration);
             }
         }
-        let max = self.settings.max_tool_iterations;
-        let text = format!(
-            "I stopped after {max} tool iterations (agents.defaults.maxToolIterations = {max}) without finishing. Tell me how to continue, or raise the limit."
-        );
+        let max = max_iterations;
+        let text = if max < self.settings.max_tool_iterations {
+            format!(
+                "I stopped after {max} tool iterations, the limit of this run, without finishing."
+            )
+        } else {
+            format!(
+                "I stopped after {max} tool iterations (agents.defaults.maxToolIterations = {max}) without finishing. Tell me how to continue, or raise the limit."
+            )
+        };
         self.stop(key, on_event, text, usage, max)
     }
 

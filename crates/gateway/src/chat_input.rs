@@ -63,6 +63,9 @@ pub(crate) async fn user_input(
         }),
         trace_id: None,
         prompt_mode: nanocrab_core::PromptMode::Full,
+        source: nanocrab_schema::RunSource::Chat,
+        max_iterations: None,
+        tools: None,
     }
 }
 

@@ -27,7 +27,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use nanocrab_config::{CatchUp, DeliveryTarget};
 use nanocrab_core::{Agent, PromptMode, UserInput};
-use nanocrab_schema::{SessionKey, Usage};
+use nanocrab_schema::{RunSource, SessionKey, Usage};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -600,6 +600,11 @@ impl Shared {
                 channel: None,
                 trace_id: None,
                 prompt_mode: PromptMode::Full,
+                source: RunSource::Cron {
+                    job: job.id.clone(),
+                },
+                max_iterations: None,
+                tools: None,
             },
             target,
         };

@@ -25,7 +25,7 @@ use nanocrab_core::heartbeat::{
     triage_question, triage_says_due,
 };
 use nanocrab_core::{Agent, PromptMode, UserInput};
-use nanocrab_schema::SessionKey;
+use nanocrab_schema::{RunSource, SessionKey};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -358,6 +358,9 @@ impl Shared {
                 channel: None,
                 trace_id: None,
                 prompt_mode: PromptMode::Minimal,
+                source: RunSource::Heartbeat,
+                max_iterations: None,
+                tools: None,
             },
             target: beat.plan.target.clone(),
         };

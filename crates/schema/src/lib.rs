@@ -10,6 +10,7 @@ mod content_block_de;
 mod event;
 mod ids;
 mod message;
+mod run_source;
 mod session_key;
 mod tool;
 mod usage;
@@ -20,6 +21,7 @@ pub use channel_message::{
 pub use event::{AgentEvent, InstructionsChange, RetrievedSource};
 pub use ids::{RunId, StepId, TaskId, TraceId};
 pub use message::{ContentBlock, Image, LlmMessage, Role, StopReason};
+pub use run_source::{RunSource, RunSourceError};
 pub use session_key::{SessionKey, SessionKeyError};
 pub use tool::{ToolCall, ToolDef, ToolResult};
 pub use usage::Usage;

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use nanocrab_schema::{ContentBlock, Image, LlmMessage, Role, SessionKey, ToolResult, Usage};
+use nanocrab_schema::{
+    ContentBlock, Image, LlmMessage, Role, RunSource, SessionKey, ToolResult, Usage,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
@@ -31,6 +33,10 @@ pub struct SessionEntry {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// On the question that starts a turn nobody asked for (a heartbeat, a scheduled job, a
+    /// subagent): who started it. Absent for a chat's, the terminal's and the API's turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<RunSource>,
 }
 
 impl SessionEntry {
@@ -42,6 +48,7 @@ impl SessionEntry {
             timestamp: jiff::Timestamp::now().to_string(),
             model: None,
             usage: None,
+            source: None,
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nanocrab_schema::{ContentBlock, Role, SessionKey, Usage};
+use nanocrab_schema::{ContentBlock, Role, RunSource, SessionKey, Usage};
 
 use crate::session_store::{SessionError, parse_transcript};
 
@@ -24,6 +24,8 @@ pub struct TurnUsage {
     /// When the question was written; `None` for calls recorded before the first readable
     /// question (its line was torn or edited away).
     pub started_at: Option<String>,
+    /// Who started the turn, as its question records it.
+    pub source: RunSource,
     /// Empty when no call was recorded (the provider failed before answering).
     pub calls: Vec<ModelCall>,
 }
@@ -102,6 +104,7 @@ pub fn read_usage(
                         if question {
                             turns.push(TurnUsage {
                                 started_at: Some(entry.timestamp),
+                                source: entry.source.unwrap_or_default(),
                                 calls: Vec::new(),
                             });
                         }
@@ -120,6 +123,7 @@ pub fn read_usage(
                             Some(turn) => turn.calls.push(call),
                             None => turns.push(TurnUsage {
                                 started_at: None,
+                                source: RunSource::Chat,
                                 calls: vec![call],
                             }),
                         }

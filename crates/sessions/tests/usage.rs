@@ -1,6 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use nanocrab_schema::{ContentBlock, LlmMessage, Role, SessionKey, ToolCall, ToolResult, Usage};
+use nanocrab_schema::{
+    ContentBlock, LlmMessage, Role, RunSource, SessionKey, ToolCall, ToolResult, Usage,
+};
 use nanocrab_sessions::{
     ModelCall, SessionEntry, SessionStore, TranscriptUsage, TurnUsage, read_usage,
 };
@@ -136,6 +138,7 @@ fn tool_round_trips_stay_in_their_turn_and_archives_count_too() {
                 archived: true,
                 turns: vec![TurnUsage {
                     started_at: Some("2025-03-03T08:00:00Z".into()),
+                    source: RunSource::Chat,
                     calls: vec![call("2025-03-03T08:00:01Z", "ollama/qwen3", usage(7, 1))],
                 }],
             },
@@ -146,6 +149,7 @@ fn tool_round_trips_stay_in_their_turn_and_archives_count_too() {
                 turns: vec![
                     TurnUsage {
                         started_at: Some("2025-03-01T09:00:00Z".into()),
+                        source: RunSource::Chat,
                         calls: vec![
                             call("2025-03-01T09:00:02Z", sonnet, usage(100, 10)),
                             call("2025-03-01T09:00:05Z", sonnet, usage(130, 5)),
@@ -153,6 +157,7 @@ fn tool_round_trips_stay_in_their_turn_and_archives_count_too() {
                     },
                     TurnUsage {
                         started_at: Some("2025-03-01T09:01:00Z".into()),
+                        source: RunSource::Chat,
                         calls: vec![call(
                             "2025-03-01T09:01:01Z",
                             "claude-sonnet-4-5-20250929",
@@ -168,10 +173,12 @@ fn tool_round_trips_stay_in_their_turn_and_archives_count_too() {
                 turns: vec![
                     TurnUsage {
                         started_at: Some("2025-03-02T10:00:00Z".into()),
+                        source: RunSource::Chat,
                         calls: vec![],
                     },
                     TurnUsage {
                         started_at: Some("2025-03-02T10:01:00Z".into()),
+                        source: RunSource::Chat,
                         calls: vec![call("2025-03-02T10:01:01Z", sonnet, usage(20, 3))],
                     },
                 ],
@@ -220,10 +227,12 @@ fn torn_and_unreadable_lines_are_skipped() {
             turns: vec![
                 TurnUsage {
                     started_at: None,
+                    source: RunSource::Chat,
                     calls: vec![call("2025-04-01T00:00:02Z", "gpt-4o", usage(10, 1))],
                 },
                 TurnUsage {
                     started_at: Some("2025-04-01T00:01:00Z".into()),
+                    source: RunSource::Chat,
                     calls: vec![call(
                         "2025-04-01T00:01:02Z",
                         "gpt-4o",

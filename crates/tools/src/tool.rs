@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 
 use nanocrab_policy::{Denial, Invocation, PathDenial};
-use nanocrab_schema::{InstructionsChange, RunId, SessionKey, TaskId, ToolDef, TraceId};
+use nanocrab_schema::{InstructionsChange, RunId, RunSource, SessionKey, TaskId, ToolDef, TraceId};
 
 use crate::memory_provenance::MemoryProvenance;
 
@@ -32,6 +32,9 @@ pub struct ToolContext {
     /// Where this agent's memory notes are marked; `None` leaves notes unmarked and unfenced
     /// (a run with no state folder).
     pub memory_provenance: Option<MemoryProvenance>,
+    /// Who started the run (a chat, a heartbeat, a scheduled job, a parent run); recorded with
+    /// each call in the audit log.
+    pub source: RunSource,
 }
 
 impl ToolContext {
@@ -48,6 +51,7 @@ impl ToolContext {
             run_id: RunId::new(),
             untrusted_sources: Vec::new(),
             memory_provenance: None,
+            source: RunSource::Chat,
         }
     }
 }

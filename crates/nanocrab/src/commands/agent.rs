@@ -55,6 +55,9 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
                 channel: None,
                 trace_id: None,
                 prompt_mode: nanocrab_core::PromptMode::Full,
+                source: nanocrab_schema::RunSource::Chat,
+                max_iterations: None,
+                tools: None,
             };
             let outcome =
                 runtime.block_on(interruptible_turn(&agent, &key, input, &mut printer))?;
