@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 
+use nanocrab_policy::{RunRecord, RunStatus};
 use nanocrab_provider::{ChatRequest, ChatResponse, ModelChain, ProviderDelta, ProviderError};
 use nanocrab_schema::{
     AgentEvent, ContentBlock, Image, LlmMessage, Role, RunId, RunSource, SessionKey, StopReason,
@@ -394,6 +395,7 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         let input = input.into();
+        let started_at_ms = jiff::Timestamp::now().as_millisecond();
         let ctx = ToolContext {
             workspace: self.context.workspace().to_path_buf(),
             agent: self.id.clone(),
@@ -431,6 +433,42 @@ impl Agent {
             on_event(AgentEvent::Error {
                 message: err.to_string(),
             });
+        }
+        // A run nobody asked for is audited as a whole, so its cost and its origin are on
+        // record even when it called no tool.
+        let audit = self
+            .tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .policy()
+            .audit
+            .clone();
+        if let Some(audit) = audit.filter(|_| ctx.source.is_autonomous()) {
+            let (status, error, model_calls, usage) = match &outcome {
+                Ok(done) if done.interrupted => {
+                    (RunStatus::Interrupted, None, done.iterations, done.usage)
+                }
+                Ok(done) => (RunStatus::Ok, None, done.iterations, done.usage),
+                Err(err) => (RunStatus::Error, Some(err.to_string()), 0, Usage::default()),
+            };
+            let record = RunRecord {
+                id: 0,
+                source: ctx.source.clone(),
+                agent: self.id.clone(),
+                session: key.to_string(),
+                trace_id: ctx.trace_id.to_string(),
+                run_id: ctx.run_id.to_string(),
+                started_at_ms,
+                ended_at_ms: jiff::Timestamp::now().as_millisecond(),
+                status,
+                error,
+                model_calls,
+                usage,
+                tool_calls: 0,
+            };
+            if let Err(err) = audit.append_run(&record) {
+                tracing::warn!("the run is missing from the audit log: {err}");
+            }
         }
         outcome
     }

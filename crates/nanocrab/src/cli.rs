@@ -121,6 +121,18 @@ pub struct UsageArgs {
     pub json: bool,
 }
 
+/// A kind of run source (`cron`), or one job or subagent (`cron:<job id>`,
+/// `subagent:<id>`).
+fn parse_source(text: &str) -> Result<String, String> {
+    match text.split_once(':') {
+        None if ["chat", "heartbeat", "cron", "subagent"].contains(&text) => Ok(text.to_owned()),
+        Some(("cron" | "subagent", id)) if !id.is_empty() => Ok(text.to_owned()),
+        Some(_) | None => Err(
+            "expected chat, heartbeat, cron, subagent, cron:<job id> or subagent:<id>".to_owned(),
+        ),
+    }
+}
+
 fn parse_since(text: &str) -> Result<jiff::Timestamp, String> {
     if let Ok(date) = jiff::civil::Date::strptime("%Y-%m-%d", text) {
         return date
@@ -315,6 +327,10 @@ pub enum AuditCommand {
         /// Only this session's calls.
         #[arg(long, value_name = "KEY")]
         session: Option<String>,
+        /// Only calls of runs started by: chat, heartbeat, cron, subagent, or one of them
+        /// (cron:<job id>, subagent:<id>).
+        #[arg(long, value_name = "SOURCE", value_parser = parse_source)]
+        source: Option<String>,
         /// Only calls from then on: a date (from local midnight) or an RFC 3339 timestamp.
         #[arg(long, value_parser = parse_since)]
         since: Option<jiff::Timestamp>,
@@ -329,6 +345,23 @@ pub enum AuditCommand {
     Show {
         id: i64,
         /// Print the record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The runs nobody asked for (heartbeats, scheduled jobs, subagents), newest first: who
+    /// started each, how it ended, its model and tool calls and tokens.
+    Runs {
+        /// Only runs started by: heartbeat, cron, subagent, or one of them (cron:<job id>,
+        /// subagent:<id>).
+        #[arg(long, value_name = "SOURCE", value_parser = parse_source)]
+        source: Option<String>,
+        /// Only runs from then on: a date (from local midnight) or an RFC 3339 timestamp.
+        #[arg(long, value_parser = parse_since)]
+        since: Option<jiff::Timestamp>,
+        /// Runs at most.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        limit: usize,
+        /// Print the records as JSON lines.
         #[arg(long)]
         json: bool,
     },

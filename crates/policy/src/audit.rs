@@ -4,10 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use nanocrab_schema::RunSource;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use serde::{Deserialize, Serialize};
 
 use crate::approval::ApprovalResult;
+use crate::audit_runs::RUNS_SCHEMA;
 use crate::capability::Risk;
 use crate::redact::Redactor;
 
@@ -65,6 +67,9 @@ pub struct AuditRecord {
     pub step_id: String,
     pub agent: String,
     pub session: Option<String>,
+    /// Who started the run that made the call: a chat, a heartbeat, a scheduled job, a
+    /// parent run. Calls logged before nanocrab recorded it read as `chat`.
+    pub source: RunSource,
     pub tool: String,
     pub call_id: String,
     /// SHA-256 of the arguments' JSON.
@@ -85,6 +90,9 @@ pub struct AuditRecord {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditQuery {
     pub session: Option<String>,
+    /// Only calls of runs this source started: a kind (`chat`, `heartbeat`, `cron`,
+    /// `subagent`) or one source in full (`cron:<job id>`).
+    pub source: Option<String>,
     /// Only calls that started at or after this many milliseconds since the epoch.
     pub since_ms: Option<i64>,
     pub limit: Option<usize>,
@@ -136,6 +144,7 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     error TEXT
 );
 CREATE INDEX IF NOT EXISTS tool_calls_by_session ON tool_calls (session, started_at_ms);
+CREATE INDEX IF NOT EXISTS tool_calls_by_run ON tool_calls (run_id);
 CREATE INDEX IF NOT EXISTS tool_calls_by_time ON tool_calls (started_at_ms);
 CREATE TRIGGER IF NOT EXISTS tool_calls_no_update BEFORE UPDATE ON tool_calls
 BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
@@ -145,7 +154,7 @@ BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 
 const COLUMNS: &str = "id, trace_id, task_id, run_id, step_id, agent, session, tool, call_id, \
     arguments_digest, summary, risk, requested, granted, approval_id, approval_result, \
-    approved_by, started_at_ms, ended_at_ms, status, error";
+    approved_by, started_at_ms, ended_at_ms, status, error, source";
 
 /// The log at `state/audit.sqlite`. Unlike the memory index it cannot be rebuilt, so it lives
 /// in its own file that no reindex ever deletes.
@@ -201,6 +210,21 @@ impl AuditLog {
             .busy_timeout(std::time::Duration::from_secs(5))
             .map_err(open_error)?;
         connection.execute_batch(SCHEMA).map_err(open_error)?;
+        // Logs made before the run's source was recorded gain the column; their calls read
+        // as a chat's. Adding a column changes no row, so the append-only triggers allow it.
+        let has_source: bool = connection
+            .query_row(
+                "SELECT COUNT(*) > 0 FROM pragma_table_info('tool_calls') WHERE name = 'source'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(open_error)?;
+        if !has_source {
+            connection
+                .execute_batch("ALTER TABLE tool_calls ADD COLUMN source TEXT")
+                .map_err(open_error)?;
+        }
+        connection.execute_batch(RUNS_SCHEMA).map_err(open_error)?;
         Ok(Self {
             path: path.to_path_buf(),
             connection: Mutex::new(connection),
@@ -217,14 +241,14 @@ impl AuditLog {
         &self.redactor
     }
 
-    fn query_error(&self) -> impl Fn(rusqlite::Error) -> AuditError + '_ {
+    pub(crate) fn query_error(&self) -> impl Fn(rusqlite::Error) -> AuditError + '_ {
         |source| AuditError::Query {
             path: self.path.clone(),
             source,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave a half-written row: SQLite's own
         // transaction guards that, so the connection is still good to use.
         self.connection
@@ -240,7 +264,7 @@ impl AuditLog {
             .execute(
                 &format!(
                     "INSERT INTO tool_calls ({}) VALUES (NULL, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
-                     ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+                     ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
                     COLUMNS
                 ),
                 params![
@@ -264,6 +288,7 @@ impl AuditLog {
                     record.ended_at_ms,
                     record.status.as_str(),
                     record.error.as_deref().map(redact),
+                    record.source.to_string(),
                 ],
             )
             .map_err(self.query_error())?;
@@ -275,8 +300,9 @@ impl AuditLog {
         let mut statement = connection
             .prepare(&format!(
                 "SELECT {COLUMNS} FROM tool_calls WHERE (?1 IS NULL OR session = ?1) AND \
-                 (?2 IS NULL OR started_at_ms >= ?2) ORDER BY started_at_ms DESC, id DESC \
-                 LIMIT ?3"
+                 (?2 IS NULL OR started_at_ms >= ?2) AND {} \
+                 ORDER BY started_at_ms DESC, id DESC LIMIT ?3",
+                source_filter("?4")
             ))
             .map_err(self.query_error())?;
         let limit = query
@@ -284,7 +310,10 @@ impl AuditLog {
             .and_then(|limit| i64::try_from(limit).ok())
             .unwrap_or(-1);
         let rows = statement
-            .query_map(params![query.session, query.since_ms, limit], Row::read)
+            .query_map(
+                params![query.session, query.since_ms, limit, query.source],
+                Row::read,
+            )
             .map_err(self.query_error())?;
         let mut records = Vec::new();
         for row in rows {
@@ -318,6 +347,10 @@ impl AuditLog {
             .map_err(|_| corrupt(format!("unknown risk `{}`", row.risk)))?;
         let status = CallStatus::parse(&row.status)
             .ok_or_else(|| corrupt(format!("unknown status `{}`", row.status)))?;
+        let source = match &row.source {
+            Some(text) => text.parse().map_err(|err| corrupt(format!("{err}")))?,
+            None => RunSource::Chat,
+        };
         let approval = match (&row.approval_id, &row.approval_result) {
             (Some(id), Some(result)) => Some(ApprovalRecord {
                 id: id.clone(),
@@ -337,6 +370,7 @@ impl AuditLog {
             step_id: row.step_id,
             agent: row.agent,
             session: row.session,
+            source,
             tool: row.tool,
             call_id: row.call_id,
             arguments_digest: row.arguments_digest,
@@ -349,6 +383,18 @@ impl AuditLog {
             error: row.error,
         })
     }
+}
+
+/// A WHERE condition on the `source` column for the parameter `param`, which holds a source
+/// (`cron:<id>`) or a kind (`cron`): a row matches the source in full, or the kind by its
+/// prefix. A NULL source is a chat's, logged before sources were recorded; NULL as the
+/// parameter matches every row.
+pub(crate) fn source_filter(param: &str) -> String {
+    format!(
+        "({param} IS NULL OR source = {param} OR \
+         substr(source, 1, length({param}) + 1) = {param} || ':' OR \
+         ({param} = 'chat' AND source IS NULL))"
+    )
 }
 
 fn json_list(items: &[String]) -> String {
@@ -378,6 +424,7 @@ struct Row {
     ended_at_ms: i64,
     status: String,
     error: Option<String>,
+    source: Option<String>,
 }
 
 impl Row {
@@ -404,6 +451,7 @@ impl Row {
             ended_at_ms: row.get(18)?,
             status: row.get(19)?,
             error: row.get(20)?,
+            source: row.get(21)?,
         })
     }
 }

@@ -4,6 +4,7 @@
 
 mod approval;
 mod audit;
+mod audit_runs;
 mod capability;
 mod exec_policy;
 mod grant;
@@ -17,6 +18,7 @@ pub use approval::{
     Approver,
 };
 pub use audit::{ApprovalRecord, AuditError, AuditLog, AuditQuery, AuditRecord, CallStatus};
+pub use audit_runs::{RunQuery, RunRecord, RunStatus};
 pub use capability::{
     Capability, CapabilityKind, CapabilityPattern, Invocation, PatternError, Risk,
 };

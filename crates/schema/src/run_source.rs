@@ -13,7 +13,7 @@ use crate::ids::RunId;
 /// Written as text in the audit log and on the command line: `chat`, `heartbeat`,
 /// `cron:<job id>`, `subagent:<subagent id>:<parent run id>:<depth>`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase")]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RunSource {
     /// Someone asked: a chat message, the terminal or an HTTP API request.
     #[default]
@@ -24,7 +24,6 @@ pub enum RunSource {
     Cron { job: String },
     /// A subagent, started by the `spawn` tool in run `parent_run`; `depth` is 1 for a
     /// subagent of a run someone asked for, 2 for one of that subagent, and so on.
-    #[serde(rename_all = "camelCase")]
     Subagent {
         id: String,
         parent_run: RunId,
@@ -167,7 +166,7 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_value(&source).unwrap(),
-            serde_json::json!({"kind": "subagent", "id": "sa-1", "parentRun": "0a1b", "depth": 2})
+            serde_json::json!({"kind": "subagent", "id": "sa-1", "parent_run": "0a1b", "depth": 2})
         );
         assert_eq!(
             serde_json::to_value(RunSource::Cron { job: "j".into() }).unwrap(),

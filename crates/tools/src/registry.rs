@@ -163,6 +163,7 @@ impl ToolRegistry {
             step_id: step_id.to_string(),
             agent: ctx.agent.clone(),
             session: ctx.session.as_ref().map(ToString::to_string),
+            source: ctx.source.clone(),
             tool: call.name.clone(),
             call_id: call.id.clone(),
             arguments_digest: digest(&call.input),

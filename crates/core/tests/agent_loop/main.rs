@@ -25,6 +25,7 @@ use nanocrab_tools::{
 };
 use serde_json::json;
 
+mod autonomous;
 mod budget;
 mod compaction;
 mod consolidation;

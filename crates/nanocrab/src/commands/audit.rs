@@ -1,7 +1,8 @@
 //! `nanocrab audit`: reading the audit log of tool calls.
 
 use anyhow::Context as _;
-use nanocrab_policy::{AuditLog, AuditQuery, AuditRecord, Redactor};
+use nanocrab_policy::{AuditLog, AuditQuery, AuditRecord, Redactor, RunQuery};
+use nanocrab_schema::RunSource;
 
 use super::Env;
 use crate::cli::AuditCommand;
@@ -20,12 +21,14 @@ pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
     match command {
         AuditCommand::List {
             session,
+            source,
             since,
             limit,
             json,
         } => {
             let records = log.list(&AuditQuery {
                 session,
+                source,
                 since_ms: since.map(|t| t.as_millisecond()),
                 limit: Some(limit),
             })?;
@@ -43,8 +46,15 @@ pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
                     Some(approval) => format!(" · approval {}", approval.result),
                     None => String::new(),
                 };
+                // A chat's calls are most of them: only the others say who started them.
+                let source = match &record.source {
+                    RunSource::Chat => String::new(),
+                    other @ (RunSource::Heartbeat
+                    | RunSource::Cron { .. }
+                    | RunSource::Subagent { .. }) => format!(" · {}", source_label(other)),
+                };
                 outln!(
-                    "{:>5}  {}  {:<11} {:<7} {}{approval}  {}  {}",
+                    "{:>5}  {}  {:<11} {:<7} {}{approval}{source}  {}  {}",
                     record.id,
                     time(record.started_at_ms),
                     record.tool,
@@ -65,8 +75,58 @@ pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
             }
             out!("{}", details(&record))?;
         }
+        AuditCommand::Runs {
+            source,
+            since,
+            limit,
+            json,
+        } => {
+            let runs = log.runs(&RunQuery {
+                source,
+                since_ms: since.map(|t| t.as_millisecond()),
+                limit: Some(limit),
+            })?;
+            if json {
+                for run in &runs {
+                    outln!("{}", serde_json::to_string(run)?)?;
+                }
+                return Ok(());
+            }
+            if runs.is_empty() {
+                outln!("no runs match (heartbeats, scheduled jobs and subagents are listed here)")?;
+            }
+            for run in &runs {
+                let usage = &run.usage;
+                let tokens = usage.prompt_tokens() + usage.output_tokens;
+                let error = run
+                    .error
+                    .as_deref()
+                    .map(|error| format!("  {}", one_line(error, 80)))
+                    .unwrap_or_default();
+                outln!(
+                    "{:>5}  {}  {:<26} {:<11} {:>6.1} s  {} model · {} tool calls · {} tokens  {}{error}",
+                    run.id,
+                    time(run.started_at_ms),
+                    one_line(&source_label(&run.source), 26),
+                    run.status.to_string(),
+                    (run.ended_at_ms - run.started_at_ms) as f64 / 1000.0,
+                    run.model_calls,
+                    run.tool_calls,
+                    tokens,
+                    run.session,
+                )?;
+            }
+        }
     }
     Ok(())
+}
+
+/// A run's source as a person reads it: a subagent by its id and parent run.
+fn source_label(source: &RunSource) -> String {
+    match source {
+        RunSource::Chat | RunSource::Heartbeat | RunSource::Cron { .. } => source.to_string(),
+        RunSource::Subagent { id, parent_run, .. } => format!("subagent:{id} of run {parent_run}"),
+    }
 }
 
 fn details(record: &AuditRecord) -> String {
@@ -94,6 +154,7 @@ fn details(record: &AuditRecord) -> String {
         "call {id}\n  tool       {tool} (call id {call_id})\n  summary    {summary}\n  \
          status     {status}\n  risk       {risk}\n  requested  {requested}\n  granted    \
          {granted}\n  approval   {approval}\n  agent      {agent}\n  session    {session}\n  \
+         source     {source}\n  \
          started    {started}\n  took       {took} ms\n  arguments  sha256 {digest}\n  trace      \
          {trace}\n  task       {task}\n  run        {run}\n  step       {step}\n",
         id = record.id,
@@ -106,6 +167,7 @@ fn details(record: &AuditRecord) -> String {
         granted = list(&record.granted),
         agent = record.agent,
         session = record.session.as_deref().unwrap_or("-"),
+        source = source_label(&record.source),
         started = time(record.started_at_ms),
         took = record.ended_at_ms - record.started_at_ms,
         digest = record.arguments_digest,

@@ -8,7 +8,7 @@ use anyhow::bail;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use nanocrab_provider::{ModelPricing, PRICES_AS_OF, PriceSource, model_pricing};
-use nanocrab_schema::{SessionKey, Usage};
+use nanocrab_schema::{RunSource, SessionKey, Usage};
 use nanocrab_sessions::read_usage;
 use serde_json::{Value, json};
 
@@ -302,6 +302,29 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
         return Ok(());
     }
 
+    // Who started the turns: the user (chat) or nanocrab on its own (heartbeat, cron,
+    // subagent), in that order.
+    let mut by_source: BTreeMap<usize, (&str, u64, Tally)> = BTreeMap::new();
+    for turn in transcripts.iter().flat_map(|t| &t.turns) {
+        let rank = match turn.source {
+            RunSource::Chat => 0,
+            RunSource::Heartbeat => 1,
+            RunSource::Cron { .. } => 2,
+            RunSource::Subagent { .. } => 3,
+        };
+        let (_, turns, tally) =
+            by_source
+                .entry(rank)
+                .or_insert((turn.source.kind(), 0, Tally::default()));
+        *turns += 1;
+        for call in &turn.calls {
+            tally.add(call.usage, pricing(&call.model));
+        }
+    }
+    let sources_json: Vec<Value> = by_source
+        .values()
+        .map(|(kind, turns, tally)| tally.json([("source", json!(kind)), ("turns", json!(turns))]))
+        .collect();
     let mut by_session: BTreeMap<&SessionKey, SessionTally> = BTreeMap::new();
     for transcript in &transcripts {
         for turn in &transcript.turns {
@@ -340,6 +363,7 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
             "since": since_json,
             "pricesAsOf": PRICES_AS_OF,
             "models": model_json,
+            "sources": sources_json,
             "sessions": sessions_json,
             "total": total.json([
                 ("sessions", json!(sessions.len())),
@@ -368,6 +392,23 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
         "est. cost",
     ];
     outln!("{}\n", table(&model_header, &[0, 1], &model_rows))?;
+    // Only the user's own turns: the split would say nothing.
+    if by_source.keys().any(|rank| *rank > 0) {
+        let source_rows: Vec<Row> = by_source
+            .values()
+            .map(|(kind, turns, tally)| {
+                Row::Cells(vec![
+                    (*kind).to_owned(),
+                    thousands(*turns),
+                    thousands(tally.calls),
+                    thousands(tally.tokens()),
+                    tally.cost_text(),
+                ])
+            })
+            .collect();
+        let source_header = ["started by", "turns", "calls", "tokens", "est. cost"];
+        outln!("{}\n", table(&source_header, &[0], &source_rows))?;
+    }
     let session_rows: Vec<Row> = sessions
         .iter()
         .map(|(key, session)| {

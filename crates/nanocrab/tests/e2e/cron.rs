@@ -154,7 +154,8 @@ fn an_every_job_fires_survives_a_restart_and_keeps_its_history() {
 fn a_one_shot_added_while_the_gateway_runs_fires_once_and_is_gone() {
     let fake = FakeTelegram::spawn(TOKEN);
     let home = cron_home(&fake, &[]);
-    home.mock.push(Reply::text("The cake is ready."));
+    home.mock
+        .push(Reply::text("The cake is ready.").with_usage(900, 12));
     let mut gateway = home.start_gateway_for_cli();
     let id = add(
         &home,
@@ -177,6 +178,45 @@ fn a_one_shot_added_while_the_gateway_runs_fires_once_and_is_gone() {
     assert_eq!(statuses(&home, &id), ["ok"]);
     assert_eq!(home.requests().len(), 1);
     assert!(gateway.terminate().success());
+
+    // The run is in the audit log under its job, and its tokens under `cron` in usage.
+    let runs = home
+        .nanocrab()
+        .args(["audit", "runs", "--json", "--source", "cron"])
+        .output()
+        .unwrap();
+    assert!(runs.status.success());
+    let runs: Vec<Value> = String::from_utf8(runs.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let [run] = runs.as_slice() else {
+        panic!("one run expected: {runs:?}")
+    };
+    assert_eq!(
+        (
+            &run["source"],
+            &run["status"],
+            &run["model_calls"],
+            &run["usage"]
+        ),
+        (
+            &json!({"kind": "cron", "job": id}),
+            &json!("ok"),
+            &json!(1),
+            &json!({"input_tokens": 900, "output_tokens": 12})
+        )
+    );
+    let usage = home.nanocrab().args(["usage", "--json"]).output().unwrap();
+    let usage: Value = serde_json::from_slice(&usage.stdout).unwrap();
+    assert_eq!(
+        (
+            &usage["sources"][0]["source"],
+            &usage["sources"][0]["tokens"]
+        ),
+        (&json!("cron"), &json!(912))
+    );
 }
 
 #[test]

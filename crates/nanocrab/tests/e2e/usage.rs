@@ -44,6 +44,13 @@ fn line(timestamp: &str, text: &str, model: Option<&str>, usage: Value) -> Strin
     entry.to_string()
 }
 
+/// `line` as the question of a turn `source` started (a scheduled job, a heartbeat).
+fn started_by(line: String, source: Value) -> String {
+    let mut entry: Value = serde_json::from_str(&line).unwrap();
+    entry["source"] = source;
+    entry.to_string()
+}
+
 fn write_transcript(home: &Home, file: &str, key: &str, lines: &[String]) {
     let path = home.home().join("sessions").join(file);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -137,14 +144,20 @@ fn written_home() -> Home {
         "cron:daily.jsonl",
         "cron:daily",
         &[
-            line("2025-03-04T06:00:00Z", "news", None, none.clone()),
+            started_by(
+                line("2025-03-04T06:00:00Z", "news", None, none.clone()),
+                json!({"kind": "cron", "job": "daily"}),
+            ),
             line(
                 "2025-03-04T06:00:10Z",
                 "news",
                 Some("custom/qwen3-coder"),
                 json!({"input_tokens": 100000, "output_tokens": 5000}),
             ),
-            line("2025-03-04T06:30:00Z", "review", None, none),
+            started_by(
+                line("2025-03-04T06:30:00Z", "review", None, none),
+                json!({"kind": "cron", "job": "daily"}),
+            ),
             line(
                 "2025-03-04T06:31:00Z",
                 "reviewed",
@@ -249,6 +262,7 @@ fn an_empty_home_has_no_usage() {
             "since": null,
             "pricesAsOf": nanocrab_provider::PRICES_AS_OF,
             "models": [],
+            "sources": [],
             "sessions": [],
             "total": {
                 "sessions": 0, "turns": 0, "calls": 0, "inputTokens": 0, "outputTokens": 0,
@@ -313,6 +327,12 @@ fn usage_of_real_turns_through_the_mock() {
                 "priceSource": "config",
                 "price": {"input": 3.0, "output": 15.0, "cacheRead": 3.0, "cacheWrite": 3.0},
                 "priceKey": "providers.anthropic.models.mock-model.price",
+                "calls": 4, "inputTokens": 3000, "outputTokens": 160, "cacheReadTokens": 0,
+                "cacheWriteTokens": 0, "tokens": 3160, "cost": 0.0114, "knownCost": 0.0114,
+                "unpricedCalls": 0,
+            }],
+            "sources": [{
+                "source": "chat", "turns": 3,
                 "calls": 4, "inputTokens": 3000, "outputTokens": 160, "cacheReadTokens": 0,
                 "cacheWriteTokens": 0, "tokens": 3160, "cost": 0.0114, "knownCost": 0.0114,
                 "unpricedCalls": 0,
