@@ -45,6 +45,13 @@ prompt and decode speed per question), then N runs of `nanocrab agent -m "What i
 of France?"` with no provider configured (a whole process: start, load, answer), wall time and
 peak RSS.
 
+    python3 scripts/bench.py --autonomy
+
+Instead: the model requests and prompt tokens of nanocrab's autonomous runs: a day of
+heartbeats with the onboarded HEARTBEAT.md, a heartbeat with one task, a scheduled job's run,
+and a chat's first "hello" for comparison (crates/nanocrab/benches/autonomy_tokens.rs; counts,
+so a debug build does).
+
     python3 scripts/bench.py --size
 
 Instead: the release binary's size (fat LTO, stripped) built with every feature, with none
@@ -153,6 +160,8 @@ def main():
                              "(tool_call bench) and of a WASM tool (wasm_call bench)")
     parser.add_argument("--sandbox", action="store_true",
                         help="only the exec sandbox's start with and without read-only paths")
+    parser.add_argument("--autonomy", action="store_true",
+                        help="only the model requests and tokens of heartbeats and cron runs")
     parser.add_argument("--size", action="store_true",
                         help="only the release binary's size with every feature, with none and "
                              "with each alone")
@@ -161,6 +170,10 @@ def main():
         parser.error(f"unrecognized arguments: {' '.join(bench_args)}")
     if args.size:
         binary_sizes()
+        return
+    if args.autonomy:
+        subprocess.run(["cargo", "test", "--quiet", "-p", "nanocrab", "--bench", "autonomy_tokens"],
+                       cwd=ROOT, check=True)
         return
     if args.local:
         local_chat_model(args.runs)
