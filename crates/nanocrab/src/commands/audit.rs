@@ -95,6 +95,10 @@ pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
             if runs.is_empty() {
                 outln!("no runs match (heartbeats, scheduled jobs and subagents are listed here)")?;
             }
+            let count = |n: u64, what: &str| match n {
+                1 => format!("1 {what}"),
+                n => format!("{n} {what}s"),
+            };
             for run in &runs {
                 let usage = &run.usage;
                 let tokens = usage.prompt_tokens() + usage.output_tokens;
@@ -104,14 +108,14 @@ pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
                     .map(|error| format!("  {}", one_line(error, 80)))
                     .unwrap_or_default();
                 outln!(
-                    "{:>5}  {}  {:<26} {:<11} {:>6.1} s  {} model · {} tool calls · {} tokens  {}{error}",
+                    "{:>5}  {}  {:<26} {:<11} {:>6.1} s  {} · {} · {} tokens  {}{error}",
                     run.id,
                     time(run.started_at_ms),
                     one_line(&source_label(&run.source), 26),
                     run.status.to_string(),
                     (run.ended_at_ms - run.started_at_ms) as f64 / 1000.0,
-                    run.model_calls,
-                    run.tool_calls,
+                    count(u64::from(run.model_calls), "model call"),
+                    count(run.tool_calls, "tool call"),
                     tokens,
                     run.session,
                 )?;
