@@ -206,6 +206,21 @@ impl PathGuard {
         self.check(&self.workspace, asked, Access::Read)
     }
 
+    /// As [`Self::check_read`], and only inside the workspace, whatever else may be read: a
+    /// file that leaves the machine (sent to a chat) comes from the workspace alone.
+    pub fn check_workspace_read(&self, asked: &str) -> Result<PathBuf, PathDenial> {
+        let path = self.check_read(asked)?;
+        if !path.starts_with(&self.workspace) {
+            return Err(PathDenial::new(format!(
+                "{} is outside the workspace; only files in the workspace ({}) can leave this \
+                 machine",
+                path.display(),
+                self.workspace.display()
+            )));
+        }
+        Ok(path)
+    }
+
     /// As [`Self::check_read`], for a write: protected paths are refused as well.
     pub fn check_write(&self, asked: &str) -> Result<PathBuf, PathDenial> {
         self.check(&self.workspace, asked, Access::Write)

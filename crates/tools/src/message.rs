@@ -104,15 +104,8 @@ impl MessageTool {
         let Some(file) = args.file.as_deref().filter(|f| !f.trim().is_empty()) else {
             return Ok(None);
         };
-        let path = self.guard.check_read(file)?;
-        if !path.starts_with(self.guard.workspace()) {
-            return Err(ToolError::Rejected(format!(
-                "file: {} is outside the workspace; only files in the workspace ({}) can be sent",
-                path.display(),
-                self.guard.workspace().display()
-            )));
-        }
-        Ok(Some(path))
+        // A refusal, audited as a denial like the guard's other ones.
+        Ok(Some(self.guard.check_workspace_read(file)?))
     }
 }
 
@@ -389,13 +382,17 @@ mod tests {
             setup.recorder.sent.lock().unwrap()[0].file,
             Some(resolved.clone())
         );
-        let outside = call(
-            &setup,
+        // Refused before it runs, as the path guard refuses: the audit log says denied.
+        let outside = crate::Tool::prepare(
+            &setup.tool,
             serde_json::json!({"content": "x", "file": "../secret.txt"}),
+            &setup.ctx,
         )
-        .unwrap_err();
+        .err()
+        .unwrap();
         assert!(
-            outside.contains("outside the workspace"),
+            matches!(&outside, ToolError::PathDenied(denial)
+                if denial.message().contains("outside the workspace")),
             "an outside path is refused clearly: {outside}"
         );
         assert_eq!(
