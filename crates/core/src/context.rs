@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use nanocrab_sessions::FileStamp;
 
+use crate::heartbeat::says_something;
 use nanocrab_tools::{MemoryProvenance, NoteOrigins, UNTRUSTED_TAG, wrap_untrusted};
 
 /// Bootstrap files injected in full mode, in this order.
@@ -163,7 +164,11 @@ impl ContextBuilder {
             out.push_str(
                 "\n## Long-term memory\nmemory/MEMORY.md is not in this prompt: the notes that match each message are retrieved and attached to it. Use memory_search and memory_get for anything else.\n",
             );
-        } else if let Some(text) = self.read("memory/MEMORY.md") {
+        } else if let Some(text) = self
+            .read("memory/MEMORY.md")
+            // Only the template's headings: nothing to remember yet, and nothing to send.
+            .filter(|text| says_something(text))
+        {
             let _ = write!(
                 out,
                 "\n## Long-term memory (memory/MEMORY.md)\n{}\n",

@@ -66,8 +66,13 @@ pub fn heartbeat_tasks(text: &str) -> Option<String> {
         };
     }
     visible.push_str(rest);
-    let holds_task = visible.lines().any(|line| !is_empty_line(line.trim()));
-    holds_task.then(|| visible.trim().to_owned())
+    says_something(&visible).then(|| visible.trim().to_owned())
+}
+
+/// Whether Markdown has more than structure: any line that is not blank, a heading, a
+/// thematic break or an empty list item. A template nobody filled in says nothing.
+pub(crate) fn says_something(markdown: &str) -> bool {
+    markdown.lines().any(|line| !is_empty_line(line.trim()))
 }
 
 /// A line that asks nothing: blank, a heading, a thematic break or an empty list item.

@@ -61,13 +61,13 @@ pub enum CronAction {
 #[serde(deny_unknown_fields)]
 pub struct CronArgs {
     action: CronAction,
-    /// add: the prompt you get at that time
+    /// add: what to do then
     message: Option<String>,
     /// add, once: RFC 3339 or +20m
     at: Option<String>,
-    /// add, repeating: 30m, 1h, 1d
+    /// add, repeating: 30m, 1d
     every: Option<String>,
-    /// add: 5- or 6-field cron expression
+    /// add: cron expression
     cron: Option<String>,
     /// IANA zone for cron
     tz: Option<String>,
@@ -113,8 +113,7 @@ impl TypedTool for CronTool {
     const NAME: &'static str = "cron";
 
     fn description(&self) -> String {
-        "Schedule yourself a turn (a reminder, a recurring check); its reply goes to this chat."
-            .into()
+        "Schedule a turn for later (a reminder, a recurring check); it replies here.".into()
     }
 
     fn invocation(&self, args: &CronArgs, _: &ToolContext) -> Result<Invocation, ToolError> {
