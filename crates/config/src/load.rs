@@ -464,6 +464,29 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
             "0 is too small; allowed: at least 1 (seconds)".to_owned(),
         ));
     }
+    let subagents = &defaults.subagents;
+    if subagents.max_iterations == 0 {
+        return Err(invalid(
+            "agents.defaults.subagents.maxIterations",
+            "0 is too small; allowed: at least 1 (model calls)".to_owned(),
+        ));
+    }
+    if subagents.timeout == 0 {
+        return Err(invalid(
+            "agents.defaults.subagents.timeout",
+            "0 is too small; allowed: at least 1 (seconds)".to_owned(),
+        ));
+    }
+    for (id, _) in config.agents.as_tools() {
+        // `agent_<id>` must fit the 64 characters providers take for a tool name.
+        if id.len() > 58 {
+            return Err(invalid(
+                &format!("agents.entries.{id}.asTool"),
+                "the agent's id is too long for a tool name (agent_<id>): at most 58 characters"
+                    .to_owned(),
+            ));
+        }
+    }
     let heartbeats = std::iter::once(("agents.defaults.heartbeat".to_owned(), &defaults.heartbeat))
         .chain(config.agents.entries.iter().filter_map(|(id, entry)| {
             let heartbeat = entry.heartbeat.as_ref()?;

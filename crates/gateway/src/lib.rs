@@ -17,7 +17,7 @@
 //!
 //! Each stage is a module that knows only the stages after it: `intake` → `turns` →
 //! `chat_turn` → `bus`, and `sender` → `outbox`/`journal`; the HTTP modules (`server`,
-//! `auth`, `openai_api`, `approvals_api`, `heartbeat_api`, `cron_api`) sit on top and nothing
+//! `auth`, `openai_api`, `approvals_api`, `heartbeat_api`, `cron_api`, `subagents_api`) sit on top and nothing
 //! below imports them.
 
 mod access;
@@ -50,6 +50,8 @@ mod router;
 mod sender;
 pub mod server;
 mod status;
+mod subagents;
+mod subagents_api;
 mod turn_messages;
 mod turns;
 
@@ -85,6 +87,11 @@ pub use pairing::{
 };
 pub use router::{Route, Router};
 pub use status::{ChannelReport, ChannelState, MessageCounts, Status};
+pub use subagents::{
+    GATEWAY_STOPPED, KEPT_SUBAGENTS, SubagentControl, SubagentError, SubagentParent,
+    SubagentRecord, SubagentState, read_subagents,
+};
+pub use subagents_api::subagent_routes;
 pub use turn_messages::TurnMessages;
 pub use turns::{
     SessionActivity, SubmitError, TurnError, TurnRequest, TurnResult, TurnTicket, Turns,
