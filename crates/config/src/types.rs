@@ -685,8 +685,8 @@ pub struct SubagentsConfig {
     /// Model calls a subagent's run may make (at most the agent's `maxToolIterations`).
     #[serde(default = "default_subagent_iterations")]
     pub max_iterations: u32,
-    /// Seconds from its start (waiting for a free turn included) before a subagent is
-    /// stopped and marked timed out.
+    /// Seconds a subagent may run (from the start of its turn; waiting for a free turn does
+    /// not count) before it is stopped and marked timed out.
     #[serde(default = "default_subagent_timeout")]
     pub timeout: u64,
 }

@@ -4,7 +4,7 @@
 //! A subagent's turn goes through [`Turns::submit`] like any autonomous run's, so it queues
 //! and counts against `gateway.maxConcurrentTurns`; it makes at most
 //! `agents.defaults.subagents.maxIterations` model calls, is offered only the tools it was
-//! given, and is stopped when `timeout` seconds have passed since it was asked for. Its
+//! given, and is stopped when it has run for `timeout` seconds. Its
 //! approvals are asked in the parent's chat when the parent had one, else at the HTTP API.
 //!
 //! When a spawned subagent ends (done, failed, cancelled, timed out) a turn of the parent agent
@@ -703,18 +703,19 @@ impl Inner {
             mut events,
             outcome,
         } = ticket;
-        let timer = tokio::spawn({
-            let stopper = stopper.clone();
-            let timeout = Duration::from_secs(self.config.timeout);
-            async move {
-                tokio::time::sleep(timeout).await;
-                stopper.stop(Stop::TimedOut);
-            }
-        });
         let began = tokio::select! {
             began = started => began.is_ok(),
             () = stopper.token.cancelled() => false,
         };
+        // Counted from its start: the wait for a free turn is not the subagent's doing.
+        let timer = began.then(|| {
+            let stopper = stopper.clone();
+            let timeout = Duration::from_secs(self.config.timeout);
+            tokio::spawn(async move {
+                tokio::time::sleep(timeout).await;
+                stopper.stop(Stop::TimedOut);
+            })
+        });
         let result = if began {
             record.state = SubagentState::Running;
             record.started_ms = Some(self.now());
@@ -747,7 +748,9 @@ impl Inner {
             drop((events, outcome));
             None
         };
-        timer.abort();
+        if let Some(timer) = timer {
+            timer.abort();
+        }
         record.ended_ms = Some(self.now());
         let (state, error) = match (stopper.why(), result) {
             (Some(Stop::Cancelled), _) => (SubagentState::Cancelled, None),
