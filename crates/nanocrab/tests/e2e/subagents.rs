@@ -272,7 +272,12 @@ fn subagents_are_listed_shown_and_cancelled_from_the_command_line() {
     fake.push_update(telegram::private_text("watch the kettle"));
     let mut gateway = home.start_gateway_for_cli();
     let subagents = |args: &[&str]| home.run(home.nanocrab().arg("subagents").args(args));
+    // Its request has reached the mock, which holds the answer: cancelled before that, its
+    // held answer would be the announcement's.
     let id = gateway.eventually("the subagent running", |_| {
+        if home.requests().len() < 3 {
+            return None;
+        }
         let list = subagents(&["list", "--json"]);
         let records: Value = serde_json::from_str(&list.stdout).ok()?;
         let record = records.as_array()?.first()?;
