@@ -641,7 +641,7 @@ mod tests {
         );
         assert_eq!(
             error(r#"{"agents": {"defaults": {"zzz": 1}}}"#),
-            "/h/config.json: unknown key `agents.defaults.zzz` (valid keys here: workspace, model, maxTokens, temperature, maxToolIterations, contextWindowTokens, fallbackModels, housekeepingModel, heartbeat)"
+            "/h/config.json: unknown key `agents.defaults.zzz` (valid keys here: workspace, model, maxTokens, temperature, maxToolIterations, contextWindowTokens, fallbackModels, housekeepingModel, heartbeat, subagents)"
         );
         assert_eq!(
             error(r#"{"providers": {"openai": {"apikey": "sk-secret"}}}"#),
@@ -651,6 +651,21 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_key_and_what_is_allowed() {
+        assert_eq!(
+            [
+                r#"{"agents": {"defaults": {"subagents": {"timeout": 0}}}}"#,
+                r#"{"agents": {"defaults": {"subagents": {"maxIterations": 0}}}}"#,
+                r#"{"agents": {"entries": {"research": {"asTool": "yes"}}}}"#,
+                r#"{"agents": {"entries": {"research": {"asTool": {"about": "x"}}}}}"#,
+            ]
+            .map(error),
+            [
+                "/h/config.json: `agents.defaults.subagents.timeout`: 0 is too small; allowed: at least 1 (seconds)",
+                "/h/config.json: `agents.defaults.subagents.maxIterations`: 0 is too small; allowed: at least 1 (model calls)",
+                "/h/config.json: `agents.entries.research.asTool`: must be true, false or { \"description\": \"what the agent is good for\" }",
+                "/h/config.json: `agents.entries.research.asTool`: must be true, false or { \"description\": \"what the agent is good for\" }",
+            ]
+        );
         assert_eq!(
             error(r#"{"tools": {"exec": {"mode": "everything"}}}"#),
             "/h/config.json: `tools.exec.mode`: unknown value; allowed: deny, allowlist, full"

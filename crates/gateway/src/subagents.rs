@@ -1010,7 +1010,10 @@ mod tests {
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str("{\"id\":\"sa-3\",\"sta");
         std::fs::write(&path, text).unwrap();
-        assert_eq!(read_subagents(&path).unwrap(), [first.clone(), second.clone()]);
+        assert_eq!(
+            read_subagents(&path).unwrap(),
+            [first.clone(), second.clone()]
+        );
 
         let store = Store::open(&path, 1_700_000_099_000).unwrap();
         first.state = SubagentState::Failed;

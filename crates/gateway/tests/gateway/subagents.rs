@@ -46,12 +46,7 @@ async fn subagent_harness(config: SubagentsConfig) -> (Harness, SubagentControl)
 #[tokio::test]
 async fn a_subagent_runs_in_its_own_session_and_its_end_is_announced_to_the_parent_chat() {
     let (harness, control) = subagent_harness(SubagentsConfig::default()).await;
-    let gateway = harness.start_gateway(
-        harness
-            .gateway()
-            .with_subagents(control.clone())
-            .unwrap(),
-    );
+    let gateway = harness.start_gateway(harness.gateway().with_subagents(control.clone()).unwrap());
     harness.mock.push(Reply::text("Opens at 9."));
     harness.mock.push(Reply::text("The library opens at 9."));
     let started = control
@@ -99,7 +94,10 @@ async fn a_subagent_runs_in_its_own_session_and_its_end_is_announced_to_the_pare
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(tools, ["message"]);
-    assert_eq!(harness.history(&format!("agent:main:subagent:{id}")).len(), 2);
+    assert_eq!(
+        harness.history(&format!("agent:main:subagent:{id}")).len(),
+        2
+    );
     assert_eq!(harness.history(PARENT_SESSION).len(), 2);
     gateway.stop().await;
 
@@ -124,12 +122,7 @@ async fn what_cannot_be_started_is_refused_with_the_reason() {
         control.spawn(chat()),
         Err("subagents run only in `nanocrab gateway`".to_owned())
     );
-    let gateway = harness.start_gateway(
-        harness
-            .gateway()
-            .with_subagents(control.clone())
-            .unwrap(),
-    );
+    let gateway = harness.start_gateway(harness.gateway().with_subagents(control.clone()).unwrap());
     let deep = request(
         "t",
         None,
@@ -166,12 +159,7 @@ async fn what_cannot_be_started_is_refused_with_the_reason() {
         ..SubagentsConfig::default()
     })
     .await;
-    let gateway = harness.start_gateway(
-        harness
-            .gateway()
-            .with_subagents(control.clone())
-            .unwrap(),
-    );
+    let gateway = harness.start_gateway(harness.gateway().with_subagents(control.clone()).unwrap());
     assert_eq!(
         control.spawn(chat()),
         Err("subagents are off (agents.defaults.subagents.maxSpawnDepth is 0)".to_owned())
@@ -183,12 +171,7 @@ async fn what_cannot_be_started_is_refused_with_the_reason() {
 async fn a_conversation_sees_and_cancels_only_its_own_subagents() {
     let (harness, control) = subagent_harness(SubagentsConfig::default()).await;
     let gate = nanocrab_testkit::Gate::new();
-    let gateway = harness.start_gateway(
-        harness
-            .gateway()
-            .with_subagents(control.clone())
-            .unwrap(),
-    );
+    let gateway = harness.start_gateway(harness.gateway().with_subagents(control.clone()).unwrap());
     harness.mock.push(Reply::text("It boiled.").held_by(&gate));
     harness.mock.push(Reply::text("I stopped watching."));
     control

@@ -158,18 +158,19 @@ pub fn build(
                 if let Some(jobs) = &gateway.cron {
                     tools.push(Arc::new(CronTool::new(Arc::clone(jobs))));
                 }
+                // Depth 0 turns subagents off: none of their tools is offered.
                 if config.agents.defaults.subagents.max_spawn_depth > 0 {
                     tools.push(Arc::new(SpawnTool::new(Arc::clone(&gateway.subagents))));
                     tools.push(Arc::new(SubagentsTool::new(Arc::clone(&gateway.subagents))));
-                }
-                for (agent, description) in
-                    config.agents.as_tools().filter(|(agent, _)| *agent != id)
-                {
-                    tools.push(Arc::new(AgentTool::new(
-                        agent,
-                        description,
-                        Arc::clone(&gateway.subagents),
-                    )));
+                    for (agent, description) in
+                        config.agents.as_tools().filter(|(agent, _)| *agent != id)
+                    {
+                        tools.push(Arc::new(AgentTool::new(
+                            agent,
+                            description,
+                            Arc::clone(&gateway.subagents),
+                        )));
+                    }
                 }
             }
             tools
