@@ -84,7 +84,7 @@ impl SpawnTool {
 pub struct SpawnArgs {
     /// all it needs to know
     task: String,
-    /// agent id; default: you
+    /// default: you
     agent: Option<String>,
     /// only these tools
     tools: Option<Vec<String>>,
@@ -96,7 +96,7 @@ impl TypedTool for SpawnTool {
     const NAME: &'static str = "spawn";
 
     fn description(&self) -> String {
-        "Start a subagent on a task in the background; its result comes to this chat later.".into()
+        "Run a task in a background subagent; its result comes here later.".into()
     }
 
     fn invocation(&self, args: &SpawnArgs, ctx: &ToolContext) -> Result<Invocation, ToolError> {
@@ -165,7 +165,7 @@ pub enum SubagentsAction {
 #[serde(deny_unknown_fields)]
 pub struct SubagentsArgs {
     action: SubagentsAction,
-    /// show, cancel: subagent id
+    /// subagent id
     id: Option<String>,
 }
 
@@ -175,7 +175,7 @@ impl TypedTool for SubagentsTool {
     const NAME: &'static str = "subagents";
 
     fn description(&self) -> String {
-        "Check or cancel the subagents you started.".into()
+        "Check or cancel your subagents.".into()
     }
 
     fn invocation(&self, args: &SubagentsArgs, _: &ToolContext) -> Result<Invocation, ToolError> {
