@@ -194,7 +194,7 @@ enum Job {
         agent_id: String,
         entry: Box<JournalEntry>,
     },
-    Request(ApiJob),
+    Request(Box<ApiJob>),
 }
 
 /// A submitted [`TurnRequest`] with the ends of its ticket, waiting and then running alone.
@@ -216,7 +216,7 @@ enum Batch {
         agent_id: String,
         entries: Vec<JournalEntry>,
     },
-    Request(ApiJob),
+    Request(Box<ApiJob>),
 }
 
 impl Turns {
@@ -260,8 +260,10 @@ impl Turns {
             events,
             outcome,
         };
-        self.enqueue(request.session, &request.agent_id, job, Job::Request)
-            .map_err(|(error, _)| error)?;
+        self.enqueue(request.session, &request.agent_id, job, |job| {
+            Job::Request(Box::new(job))
+        })
+        .map_err(|(error, _)| error)?;
         Ok(TurnTicket {
             started: started_out,
             events: events_out,
@@ -380,7 +382,7 @@ impl Shared {
         let queue = sessions.get_mut(session)?;
         // A request whose caller went away before its turn is not worth a turn.
         queue.waiting.retain(|job| match job {
-            Job::Request(ApiJob { outcome, .. }) => !outcome.is_closed(),
+            Job::Request(job) => !job.outcome.is_closed(),
             Job::Message { .. } => true,
         });
         let Some(first) = queue.waiting.pop_front() else {
@@ -476,7 +478,8 @@ async fn work(shared: Arc<Shared>, session: SessionKey) {
 
 async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
     let agent_id = match &batch {
-        Batch::Messages { agent_id, .. } | Batch::Request(ApiJob { agent_id, .. }) => agent_id,
+        Batch::Messages { agent_id, .. } => agent_id,
+        Batch::Request(job) => &job.agent_id,
     };
     // Checked when queued; the map never changes.
     let Some(configured) = shared.agents.get(agent_id) else {
@@ -487,16 +490,17 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
             shared.chats.run(configured, session, &entries).await;
             Arc::clone(&configured.agent)
         }
-        Batch::Request(ApiJob {
-            with_model,
-            input,
-            housekeeping,
-            cancel,
-            started,
-            events,
-            outcome,
-            ..
-        }) => {
+        Batch::Request(job) => {
+            let ApiJob {
+                with_model,
+                input,
+                housekeeping,
+                cancel,
+                started,
+                events,
+                outcome,
+                ..
+            } = *job;
             let agent = with_model.unwrap_or_else(|| Arc::clone(&configured.agent));
             let bus = &shared.chats.bus;
             let watched = bus.wants(EventKind::Turn);
