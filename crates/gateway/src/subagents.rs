@@ -408,6 +408,16 @@ impl Stopper {
     }
 }
 
+/// Cancels a subagent when dropped: its caller stopped waiting for it. Cancelling one that
+/// has ended does nothing.
+struct CancelOnDrop(Stopper);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.stop(Stop::Cancelled);
+    }
+}
+
 /// What the gateway gives subagents to run with, once it is made and holds its home.
 struct Runtime {
     store: Mutex<Store>,
@@ -843,7 +853,13 @@ impl Subagents for SubagentControl {
     fn run(&self, request: SpawnRequest) -> Awaited<'_> {
         Box::pin(async move {
             let started = self.start(request, true)?;
-            let record = self.inner.follow(started).await;
+            // A caller that stops waiting (its turn interrupted) cancels the subagent, whose
+            // end is still followed and recorded by the task.
+            let _cancel_if_abandoned = CancelOnDrop(started.stopper.clone());
+            let inner = Arc::clone(&self.inner);
+            let record = tokio::spawn(async move { inner.follow(started).await })
+                .await
+                .map_err(|err| format!("the subagent's task failed: {err}"))?;
             let answer = match (&record.result, record.state) {
                 (Some(result), _) if !result.trim().is_empty() => {
                     wrap_untrusted(&format!("agent {} ({})", record.agent, record.id), result)
@@ -894,7 +910,11 @@ impl Subagents for SubagentControl {
                     return Ok(format!("{id} has already ended ({})", record.state.word()));
                 }
                 self.cancel_any(id).map_err(|err| err.to_string())?;
-                Ok(format!("cancelled {id}; its end will be announced here"))
+                Ok(if record.awaited {
+                    format!("cancelled {id}")
+                } else {
+                    format!("cancelled {id}; its end will be announced here")
+                })
             }
             Some(_) | None => Err(format!("no subagent {id} in this conversation")),
         }
