@@ -13,7 +13,9 @@
 //! runs the jobs of the [`CronStore`] (which `nanocrab cron` and the agent's `cron` tool change
 //! through a [`CronControl`]): an [`Autonomous`] run goes through the same [`Turns`] and
 //! publishes its reply on the same bus, to the chat its target names ([`LastChats`] remembers
-//! where each agent's user last wrote directly).
+//! where each agent's user last wrote directly). A [`SubagentControl`] runs the subagents the
+//! agents' `spawn` tool starts, through the same [`Turns`], and announces each one's end in
+//! its parent's conversation.
 //!
 //! Each stage is a module that knows only the stages after it: `intake` → `turns` →
 //! `chat_turn` → `bus`, and `sender` → `outbox`/`journal`; the HTTP modules (`server`,
