@@ -464,6 +464,29 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
             "0 is too small; allowed: at least 1 (seconds)".to_owned(),
         ));
     }
+    let subagents = &defaults.subagents;
+    if subagents.max_iterations == 0 {
+        return Err(invalid(
+            "agents.defaults.subagents.maxIterations",
+            "0 is too small; allowed: at least 1 (model calls)".to_owned(),
+        ));
+    }
+    if subagents.timeout == 0 {
+        return Err(invalid(
+            "agents.defaults.subagents.timeout",
+            "0 is too small; allowed: at least 1 (seconds)".to_owned(),
+        ));
+    }
+    for (id, _) in config.agents.as_tools() {
+        // `agent_<id>` must fit the 64 characters providers take for a tool name.
+        if id.len() > 58 {
+            return Err(invalid(
+                &format!("agents.entries.{id}.asTool"),
+                "the agent's id is too long for a tool name (agent_<id>): at most 58 characters"
+                    .to_owned(),
+            ));
+        }
+    }
     let heartbeats = std::iter::once(("agents.defaults.heartbeat".to_owned(), &defaults.heartbeat))
         .chain(config.agents.entries.iter().filter_map(|(id, entry)| {
             let heartbeat = entry.heartbeat.as_ref()?;
@@ -618,7 +641,7 @@ mod tests {
         );
         assert_eq!(
             error(r#"{"agents": {"defaults": {"zzz": 1}}}"#),
-            "/h/config.json: unknown key `agents.defaults.zzz` (valid keys here: workspace, model, maxTokens, temperature, maxToolIterations, contextWindowTokens, fallbackModels, housekeepingModel, heartbeat)"
+            "/h/config.json: unknown key `agents.defaults.zzz` (valid keys here: workspace, model, maxTokens, temperature, maxToolIterations, contextWindowTokens, fallbackModels, housekeepingModel, heartbeat, subagents)"
         );
         assert_eq!(
             error(r#"{"providers": {"openai": {"apikey": "sk-secret"}}}"#),
@@ -628,6 +651,21 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_key_and_what_is_allowed() {
+        assert_eq!(
+            [
+                r#"{"agents": {"defaults": {"subagents": {"timeout": 0}}}}"#,
+                r#"{"agents": {"defaults": {"subagents": {"maxIterations": 0}}}}"#,
+                r#"{"agents": {"entries": {"research": {"asTool": "yes"}}}}"#,
+                r#"{"agents": {"entries": {"research": {"asTool": {"about": "x"}}}}}"#,
+            ]
+            .map(error),
+            [
+                "/h/config.json: `agents.defaults.subagents.timeout`: 0 is too small; allowed: at least 1 (seconds)",
+                "/h/config.json: `agents.defaults.subagents.maxIterations`: 0 is too small; allowed: at least 1 (model calls)",
+                "/h/config.json: `agents.entries.research.asTool`: must be true, false or { \"description\": \"what the agent is good for\" }",
+                "/h/config.json: `agents.entries.research.asTool`: must be true, false or { \"description\": \"what the agent is good for\" }",
+            ]
+        );
         assert_eq!(
             error(r#"{"tools": {"exec": {"mode": "everything"}}}"#),
             "/h/config.json: `tools.exec.mode`: unknown value; allowed: deny, allowlist, full"

@@ -79,6 +79,11 @@ impl Paths {
         self.state_dir().join("cron.sqlite")
     }
 
+    /// Every subagent's lifecycle, appended by the gateway.
+    pub fn subagents_file(&self) -> PathBuf {
+        self.state_dir().join("subagents.jsonl")
+    }
+
     pub fn logs_dir(&self) -> PathBuf {
         self.home.join("logs")
     }

@@ -566,7 +566,22 @@ impl AgentsConfig {
                 .heartbeat
                 .clone()
                 .unwrap_or_else(|| d.heartbeat.clone()),
+            subagents: d.subagents.clone(),
         })
+    }
+
+    /// The agents offered to the others as a tool (`agents.entries.<id>.asTool`), by id, with
+    /// the tool's description when the entry gives one.
+    pub fn as_tools(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        self.entries
+            .iter()
+            .filter_map(|(id, entry)| match &entry.as_tool {
+                AsTool::Offered(false) => None,
+                AsTool::Offered(true) => Some((id.as_str(), None)),
+                AsTool::Described { description } => {
+                    Some((id.as_str(), Some(description.as_str())))
+                }
+            })
     }
 
     /// Every agent id, the default one first.
@@ -603,6 +618,97 @@ pub struct AgentEntry {
     /// Replaces `agents.defaults.heartbeat` as a whole for this agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat: Option<HeartbeatConfig>,
+    /// Offer this agent to the other agents as a tool `agent_<id>` that runs it as a
+    /// subagent on a task and waits for its answer: `true`, or `{ "description": "..." }` to
+    /// tell the other agents what it is good for.
+    #[serde(default, skip_serializing_if = "AsTool::is_off")]
+    pub as_tool: AsTool,
+}
+
+/// `agents.entries.<id>.asTool`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum AsTool {
+    Offered(bool),
+    Described { description: String },
+}
+
+impl<'de> Deserialize<'de> for AsTool {
+    // By hand: serde's untagged error ("did not match any variant") says nothing of what fits.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let bad = || {
+            serde::de::Error::custom(
+                "must be true, false or { \"description\": \"what the agent is good for\" }",
+            )
+        };
+        match serde_json::Value::deserialize(deserializer)? {
+            serde_json::Value::Bool(offered) => Ok(Self::Offered(offered)),
+            serde_json::Value::Object(object) => match object.get("description") {
+                Some(serde_json::Value::String(description))
+                    if object.len() == 1 && !description.trim().is_empty() =>
+                {
+                    Ok(Self::Described {
+                        description: description.clone(),
+                    })
+                }
+                Some(_) | None => Err(bad()),
+            },
+            serde_json::Value::Null
+            | serde_json::Value::Number(_)
+            | serde_json::Value::String(_)
+            | serde_json::Value::Array(_) => Err(bad()),
+        }
+    }
+}
+
+impl Default for AsTool {
+    fn default() -> Self {
+        Self::Offered(false)
+    }
+}
+
+impl AsTool {
+    fn is_off(&self) -> bool {
+        *self == Self::Offered(false)
+    }
+}
+
+/// `agents.defaults.subagents`: the runs the `spawn` tool (and an agent offered as a tool)
+/// starts in the gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubagentsConfig {
+    /// How deep subagents nest: 1 lets a run someone asked for start subagents, which cannot
+    /// start their own; 0 turns `spawn` off.
+    #[serde(default = "default_max_spawn_depth")]
+    pub max_spawn_depth: u32,
+    /// Model calls a subagent's run may make (at most the agent's `maxToolIterations`).
+    #[serde(default = "default_subagent_iterations")]
+    pub max_iterations: u32,
+    /// Seconds a subagent may run (from the start of its turn; waiting for a free turn does
+    /// not count) before it is stopped and marked timed out.
+    #[serde(default = "default_subagent_timeout")]
+    pub timeout: u64,
+}
+
+impl Default for SubagentsConfig {
+    fn default() -> Self {
+        Self {
+            max_spawn_depth: default_max_spawn_depth(),
+            max_iterations: default_subagent_iterations(),
+            timeout: default_subagent_timeout(),
+        }
+    }
+}
+
+fn default_max_spawn_depth() -> u32 {
+    1
+}
+fn default_subagent_iterations() -> u32 {
+    15
+}
+fn default_subagent_timeout() -> u64 {
+    900
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -637,6 +743,9 @@ pub struct AgentDefaults {
     /// The periodic look at HEARTBEAT.md in `nanocrab gateway`.
     #[serde(default)]
     pub heartbeat: HeartbeatConfig,
+    /// Subagents in `nanocrab gateway`: the `spawn` tool and agents offered as tools.
+    #[serde(default)]
+    pub subagents: SubagentsConfig,
 }
 
 impl Default for AgentDefaults {
@@ -651,6 +760,7 @@ impl Default for AgentDefaults {
             fallback_models: Vec::new(),
             housekeeping_model: None,
             heartbeat: HeartbeatConfig::default(),
+            subagents: SubagentsConfig::default(),
         }
     }
 }

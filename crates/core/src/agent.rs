@@ -366,6 +366,11 @@ impl Agent {
         self
     }
 
+    /// The names of the tools a turn starting now is offered (before a run's own subset).
+    pub fn tool_names(&self) -> Vec<String> {
+        self.current_tools().names()
+    }
+
     pub fn store(&self) -> &SessionStore {
         &self.store
     }

@@ -30,6 +30,27 @@ impl nanocrab_tools::ChatMessages for NoChats {
     }
 }
 
+/// Subagents nobody starts here: only the tools' definitions are measured.
+struct NoSubagents;
+
+impl nanocrab_tools::Subagents for NoSubagents {
+    fn spawn(&self, _: nanocrab_tools::SpawnRequest) -> Result<String, String> {
+        Err("no subagents here".to_owned())
+    }
+    fn run(&self, _: nanocrab_tools::SpawnRequest) -> nanocrab_tools::Awaited<'_> {
+        Box::pin(async { Err("no subagents here".to_owned()) })
+    }
+    fn list(&self, _: Option<&nanocrab_schema::SessionKey>) -> Result<String, String> {
+        Ok("No subagents in this conversation.".to_owned())
+    }
+    fn show(&self, _: Option<&nanocrab_schema::SessionKey>, id: &str) -> Result<String, String> {
+        Err(format!("no subagent {id}"))
+    }
+    fn cancel(&self, _: Option<&nanocrab_schema::SessionKey>, id: &str) -> Result<String, String> {
+        Err(format!("no subagent {id}"))
+    }
+}
+
 #[test]
 fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
     let dir = tempfile::tempdir().unwrap();
@@ -48,13 +69,20 @@ fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
         nanocrab_tools::ToolPolicy::default(),
         |guard| {
             let mut tools = nanocrab_memory::memory_tools(&MemoryConfig::default(), &index, guard);
-            // The gateway's agents also get the `message` and `cron` tools.
+            // The gateway's agents also get the `message`, `cron`, `spawn` and `subagents`
+            // tools.
             tools.push(std::sync::Arc::new(nanocrab_tools::MessageTool::new(
                 std::sync::Arc::new(NoChats),
                 std::sync::Arc::clone(guard),
             )));
             tools.push(std::sync::Arc::new(nanocrab_tools::CronTool::new(
                 std::sync::Arc::new(NoJobs),
+            )));
+            tools.push(std::sync::Arc::new(nanocrab_tools::SpawnTool::new(
+                std::sync::Arc::new(NoSubagents),
+            )));
+            tools.push(std::sync::Arc::new(nanocrab_tools::SubagentsTool::new(
+                std::sync::Arc::new(NoSubagents),
             )));
             tools
         },

@@ -100,6 +100,8 @@ impl Autonomous {
             input,
             with_model: None,
             housekeeping: false,
+            cancel: Default::default(),
+            in_callers_slot: false,
         })?;
         // The turn's events reach observers through the bus; nobody here reads them.
         drop(ticket.events);

@@ -38,6 +38,7 @@ use crate::outbox::{Kept, Outbox, OutboxError};
 use crate::router::Router;
 use crate::sender::ChannelSender;
 use crate::status::Status;
+use crate::subagents::SubagentControl;
 use crate::turn_messages::TurnMessages;
 use crate::turns::Turns;
 
@@ -73,6 +74,8 @@ pub enum GatewayError {
     DuplicateChannel { channel: String, account: String },
     #[error("`{key}`: {message}")]
     Heartbeat { key: String, message: String },
+    #[error(transparent)]
+    Subagents(#[from] crate::subagents::SubagentError),
 }
 
 pub struct Gateway {
@@ -92,6 +95,9 @@ pub struct Gateway {
     agents: BTreeMap<String, Arc<nanocrab_core::Agent>>,
     /// The scheduled jobs, once [`Gateway::with_cron`] gave them.
     cron: Option<CronScheduler>,
+    approvals: Arc<Approvals>,
+    /// The subagents, once [`Gateway::with_subagents`] gave them: stopped with the gateway.
+    subagents: Option<SubagentControl>,
 }
 
 impl Gateway {
@@ -224,7 +230,7 @@ impl Gateway {
         let heartbeats = Heartbeats::new(beats, autonomous.clone(), Arc::new(jiff::Timestamp::now));
         let intake = Intake {
             access,
-            approvals,
+            approvals: Arc::clone(&approvals),
             journal,
             router: Router::new(&config.bindings, &config.session),
             turns,
@@ -245,6 +251,8 @@ impl Gateway {
             autonomous,
             agents: agent_handles,
             cron: None,
+            approvals,
+            subagents: None,
         })
     }
 
@@ -258,6 +266,19 @@ impl Gateway {
             catch_up,
         ));
         self
+    }
+
+    /// Runs the subagents the agents' `spawn` tool (and agents offered as tools) start in
+    /// `control`, which those tools were given.
+    /// Opens their file (`state/subagents.jsonl`): an error says why it cannot be.
+    pub fn with_subagents(mut self, control: SubagentControl) -> Result<Self, GatewayError> {
+        control.attach(
+            self.autonomous.clone(),
+            Arc::clone(&self.approvals),
+            self.agents.clone(),
+        )?;
+        self.subagents = Some(control);
+        Ok(self)
     }
 
     /// The scheduled jobs, when [`Gateway::with_cron`] gave them: runs now, for the API.
@@ -301,6 +322,8 @@ impl Gateway {
             autonomous: _,
             agents: _,
             cron,
+            approvals: _,
+            subagents,
         } = self;
         let (sender_stop, stopped) = oneshot::channel();
         let sending = tokio::spawn(sender.run(outgoing, kept, stopped));
@@ -358,6 +381,11 @@ impl Gateway {
             }
         }
         let deadline = tokio::time::Instant::now() + grace;
+        // A subagent may run for many minutes: it is stopped, not waited for, and recorded
+        // as failed because of the stop.
+        if let Some(subagents) = &subagents {
+            subagents.stop_all();
+        }
         // Messages handed over but not taken are refused, so their platform keeps them.
         drop(inbox);
         let channels_stopped = async {

@@ -13,11 +13,13 @@
 //! runs the jobs of the [`CronStore`] (which `nanocrab cron` and the agent's `cron` tool change
 //! through a [`CronControl`]): an [`Autonomous`] run goes through the same [`Turns`] and
 //! publishes its reply on the same bus, to the chat its target names ([`LastChats`] remembers
-//! where each agent's user last wrote directly).
+//! where each agent's user last wrote directly). A [`SubagentControl`] runs the subagents the
+//! agents' `spawn` tool starts, through the same [`Turns`], and announces each one's end in
+//! its parent's conversation.
 //!
 //! Each stage is a module that knows only the stages after it: `intake` → `turns` →
 //! `chat_turn` → `bus`, and `sender` → `outbox`/`journal`; the HTTP modules (`server`,
-//! `auth`, `openai_api`, `approvals_api`, `heartbeat_api`, `cron_api`) sit on top and nothing
+//! `auth`, `openai_api`, `approvals_api`, `heartbeat_api`, `cron_api`, `subagents_api`) sit on top and nothing
 //! below imports them.
 
 mod access;
@@ -50,6 +52,8 @@ mod router;
 mod sender;
 pub mod server;
 mod status;
+mod subagents;
+mod subagents_api;
 mod turn_messages;
 mod turns;
 
@@ -85,6 +89,11 @@ pub use pairing::{
 };
 pub use router::{Route, Router};
 pub use status::{ChannelReport, ChannelState, MessageCounts, Status};
+pub use subagents::{
+    GATEWAY_STOPPED, KEPT_SUBAGENTS, SubagentControl, SubagentError, SubagentParent,
+    SubagentRecord, SubagentState, read_subagents,
+};
+pub use subagents_api::subagent_routes;
 pub use turn_messages::TurnMessages;
 pub use turns::{
     SessionActivity, SubmitError, TurnError, TurnRequest, TurnResult, TurnTicket, Turns,

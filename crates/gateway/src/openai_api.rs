@@ -152,6 +152,8 @@ fn start_turn(
             },
             with_model,
             housekeeping: true,
+            cancel: Default::default(),
+            in_callers_slot: false,
         })
         .map_err(|err| match err {
             SubmitError::QueueFull { .. } => WireError {
@@ -250,6 +252,7 @@ fn stream(
             SseEvent::default().data(serde_json::to_string(chunk).unwrap_or_default())
         };
         let TurnTicket {
+            started: _,
             mut events,
             outcome,
         } = ticket;

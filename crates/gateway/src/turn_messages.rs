@@ -99,11 +99,10 @@ impl TurnMessages {
     }
 
     async fn deliver(&self, request: MessageRequest) -> Result<String, String> {
-        let own = self
-            .shared
-            .lock()
-            .get(&request.trace_id)
-            .map(|said| said.chat.clone());
+        let own = request
+            .turn
+            .as_ref()
+            .and_then(|turn| self.shared.lock().get(turn).map(|said| said.chat.clone()));
         let chat = match (&request.to, own) {
             (None, Some(chat)) => chat,
             (None, None) => {
@@ -168,7 +167,8 @@ impl TurnMessages {
             Ok(Sent::Failed(why)) => return Err(format!("not sent to {place}: {why}")),
             Err(_) => return Err(format!("not sent to {place}: the gateway stopped")),
         };
-        if let Some(said) = self.shared.lock().get_mut(&request.trace_id)
+        if let Some(turn) = &request.turn
+            && let Some(said) = self.shared.lock().get_mut(turn)
             && said.chat == chat
         {
             said.texts.push(request.text);

@@ -14,11 +14,12 @@
 //! session and the input — and returns a [`TurnTicket`] at once, or [`SubmitError`]
 //! (`QueueFull` maps to HTTP 429). A request is a turn of its own, never merged with chat
 //! messages or other requests, and runs after whatever its session already had queued. The
-//! ticket's `events` receive the run's [`AgentEvent`]s as they happen (text tokens for
-//! streaming, tool calls, usage) and close when the turn ends; awaiting its `outcome` gives
-//! the [`TurnOutcome`] or the error. Dropping the ticket before the turn starts takes the
-//! request out of the queue; once started, the turn runs to its end either way, so the
-//! session's history stays whole.
+//! ticket's `started` fires when the turn begins, its `events` receive the run's
+//! [`AgentEvent`]s as they happen (text tokens for streaming, tool calls, usage) and close
+//! when the turn ends; awaiting its `outcome` gives the [`TurnOutcome`] or the error. Dropping
+//! the ticket before the turn starts takes the request out of the queue; once started, the
+//! turn runs to its end either way, so the session's history stays whole, unless the
+//! request's `cancel` token stops it as a user's `/stop` would (what was said is kept).
 //!
 //! ```no_run
 //! # async fn demo(
@@ -34,6 +35,8 @@
 //!     input: "hi".into(),
 //!     with_model: None,
 //!     housekeeping: true,
+//!     cancel: Default::default(),
+//!     in_callers_slot: false,
 //! };
 //! let mut ticket = turns.submit(request)?; // SubmitError::QueueFull → 429
 //! while let Some(event) = ticket.events.recv().await {
@@ -89,11 +92,20 @@ pub struct TurnRequest {
     /// turn does. Off for autonomous runs: their transcript is no conversation with the user,
     /// and would cost a model call every few runs.
     pub housekeeping: bool,
+    /// Stops the turn, once started, as a user's `/stop` does; never cancelled, it runs to
+    /// its end.
+    pub cancel: CancellationToken,
+    /// The turn runs in a slot of `maxConcurrentTurns` its caller holds, without taking one
+    /// of its own: a turn that waits for this one (an agent called as a tool) would
+    /// otherwise wait forever when every slot is taken by such callers.
+    pub in_callers_slot: bool,
 }
 
 /// A submitted [`TurnRequest`]: its events as they happen, and its outcome.
 #[derive(Debug)]
 pub struct TurnTicket {
+    /// Fires when the turn begins; dropped unfired when it never does.
+    pub started: oneshot::Receiver<()>,
     /// Unbounded because the agent reports events from a synchronous callback that cannot
     /// wait; one turn's events are bounded by the turn itself.
     pub events: mpsc::UnboundedReceiver<AgentEvent>,
@@ -192,6 +204,9 @@ struct ApiJob {
     with_model: Option<Arc<Agent>>,
     input: UserInput,
     housekeeping: bool,
+    cancel: CancellationToken,
+    in_callers_slot: bool,
+    started: oneshot::Sender<()>,
     events: mpsc::UnboundedSender<AgentEvent>,
     outcome: oneshot::Sender<Result<TurnOutcome, AgentError>>,
 }
@@ -234,22 +249,24 @@ impl Turns {
     pub fn submit(&self, request: TurnRequest) -> Result<TurnTicket, SubmitError> {
         let (events, events_out) = mpsc::unbounded_channel();
         let (outcome, outcome_out) = oneshot::channel();
+        let (started, started_out) = oneshot::channel();
         let job = ApiJob {
             agent_id: request.agent_id.clone(),
             with_model: request.with_model,
             input: request.input,
             housekeeping: request.housekeeping,
+            cancel: request.cancel,
+            in_callers_slot: request.in_callers_slot,
+            started,
             events,
             outcome,
         };
-        self.enqueue(
-            request.session,
-            &request.agent_id,
-            Box::new(job),
-            Job::Request,
-        )
+        self.enqueue(request.session, &request.agent_id, job, |job| {
+            Job::Request(Box::new(job))
+        })
         .map_err(|(error, _)| error)?;
         Ok(TurnTicket {
+            started: started_out,
             events: events_out,
             outcome: TurnResult(outcome_out),
         })
@@ -408,23 +425,34 @@ async fn work(shared: Arc<Shared>, session: SessionKey) {
     loop {
         // Checked before waiting for a permit, so an idle session's task ends at once and
         // does not queue for a slot it does not need.
-        {
+        let in_callers_slot = {
             let mut sessions = shared.lock();
-            if sessions
+            let Some(next) = sessions
                 .get(&session)
-                .is_none_or(|queue| queue.waiting.is_empty())
-            {
+                .and_then(|queue| queue.waiting.front())
+            else {
                 sessions.remove(&session);
                 return;
+            };
+            match next {
+                Job::Request(job) => job.in_callers_slot,
+                Job::Message { .. } => false,
             }
-        }
-        let permit = tokio::select! {
-            biased;
-            () = shared.stop.cancelled() => break,
-            permit = Arc::clone(&shared.permits).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_closed) => break,
-            },
+        };
+        let permit = if in_callers_slot {
+            if shared.stop.is_cancelled() {
+                break;
+            }
+            None
+        } else {
+            tokio::select! {
+                biased;
+                () = shared.stop.cancelled() => break,
+                permit = Arc::clone(&shared.permits).acquire_owned() => match permit {
+                    Ok(permit) => Some(permit),
+                    Err(_closed) => break,
+                },
+            }
         };
         // Taken only now, so that what arrived while waiting for the permit joins the batch.
         let Some(batch) = shared.next_batch(&session) else {
@@ -468,6 +496,8 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
                 with_model,
                 input,
                 housekeeping,
+                cancel,
+                started,
                 events,
                 outcome,
                 ..
@@ -475,17 +505,24 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
             let agent = with_model.unwrap_or_else(|| Arc::clone(&configured.agent));
             let bus = &shared.chats.bus;
             let watched = bus.wants(EventKind::Turn);
+            // Whoever waits for the start may have gone; the turn goes on regardless.
+            let _ = started.send(());
             let result = agent
-                .run_turn(session, input, &mut |event| {
-                    if watched {
-                        bus.publish(OutboundEvent::Turn {
-                            session: session.clone(),
-                            event: event.clone(),
-                        });
-                    }
-                    // The caller may have stopped listening; the turn goes on regardless.
-                    let _ = events.send(event);
-                })
+                .run_turn_until(
+                    session,
+                    input,
+                    &mut |event| {
+                        if watched {
+                            bus.publish(OutboundEvent::Turn {
+                                session: session.clone(),
+                                event: event.clone(),
+                            });
+                        }
+                        // The caller may have stopped listening; the turn goes on regardless.
+                        let _ = events.send(event);
+                    },
+                    &cancel,
+                )
                 .await;
             let event = match &result {
                 Ok(_) => Event::TurnFinished,

@@ -47,6 +47,12 @@ pub enum Command {
         #[command(subcommand)]
         command: CronCommand,
     },
+    /// Subagents the agents started in `nanocrab gateway` (the `spawn` tool): what each did,
+    /// and cancel one.
+    Subagents {
+        #[command(subcommand)]
+        command: SubagentsCommand,
+    },
     /// Tokens and estimated cost per model and per session, from the transcripts.
     Usage(UsageArgs),
     /// The LLM providers nanocrab knows.
@@ -174,6 +180,25 @@ pub enum HeartbeatCommand {
         #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
         agent: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SubagentsCommand {
+    /// Every subagent, oldest first: id, state, agent, task.
+    List {
+        /// Print them as a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One subagent: its parent, task, times, stats and result or error.
+    Show {
+        id: String,
+        /// Print it as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Ask the running gateway to stop a subagent; its end is announced to its parent.
+    Cancel { id: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -101,6 +101,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             command: HeartbeatCommand::Run { agent },
         } => commands::heartbeat::run(&env, &agent),
         Command::Cron { command } => commands::cron::run(&env, command),
+        Command::Subagents { command } => commands::subagents::run(&env, command),
         Command::Usage(args) => commands::usage::run(&env, args),
         Command::Providers {
             command: ProvidersCommand::List,

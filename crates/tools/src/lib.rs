@@ -17,6 +17,7 @@ mod message;
 mod note_marks;
 mod read_file;
 mod registry;
+mod spawn;
 mod tool;
 mod untrusted;
 #[cfg(feature = "wasm")]
@@ -40,6 +41,10 @@ pub use message::{
 pub use note_marks::{NoteOrigins, note_name};
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
 pub use registry::{DEFAULT_APPROVAL_TIMEOUT, ToolPolicy, ToolRegistry};
+pub use spawn::{
+    AgentTool, Awaited, ParentRun, SpawnArgs, SpawnRequest, SpawnTool, Subagents, SubagentsAction,
+    SubagentsArgs, SubagentsTool,
+};
 pub use tool::{GuestFailure, PreparedCall, Provenance, Tool, ToolContext, ToolError, ToolOutput};
 pub use untrusted::{UNTRUSTED_TAG, fenced_sources, wrap_untrusted};
 pub use workspace_history::{Change, ContentDigest, HistoryError, Version, WorkspaceHistory};

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use nanocrab_policy::{Capability, Invocation, PathGuard, Risk};
-use nanocrab_schema::TraceId;
+use nanocrab_schema::{RunSource, TraceId};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -40,8 +40,10 @@ impl std::fmt::Display for ChatAddress {
 /// One message as the agent asks for it, checked by the tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageRequest {
-    /// The run's trace: whoever started the run knows its chat ("this chat") by it.
-    pub trace_id: TraceId,
+    /// The run's trace, by which whoever started the run knows its chat ("this chat");
+    /// `None` for a subagent, which answers no chat (its final answer goes to the run that
+    /// started it) though it shares that run's trace.
+    pub turn: Option<TraceId>,
     /// `None`: the chat the run answers.
     pub to: Option<ChatAddress>,
     pub text: String,
@@ -162,6 +164,17 @@ impl TypedTool for MessageTool {
 
     async fn call(&self, args: MessageArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let to = Self::target(&args, ctx)?;
+        let subagent = match &ctx.source {
+            RunSource::Subagent { .. } => true,
+            RunSource::Chat | RunSource::Heartbeat | RunSource::Cron { .. } => false,
+        };
+        if subagent && to.is_none() {
+            return Err(ToolError::Rejected(
+                "a subagent has no chat of its own: your final answer goes to the run that \
+                 started you; give `to` (channel:chat) to write to a chat"
+                    .to_owned(),
+            ));
+        }
         let file = self.attachment(&args)?;
         if args.content.trim().is_empty() && file.is_none() {
             return Err(ToolError::InvalidArguments(
@@ -191,7 +204,7 @@ impl TypedTool for MessageTool {
         }
         self.chats
             .send(MessageRequest {
-                trace_id: ctx.trace_id.clone(),
+                turn: (!subagent).then(|| ctx.trace_id.clone()),
                 to,
                 text: args.content,
                 file,
@@ -339,13 +352,13 @@ mod tests {
             setup.recorder.sent.lock().unwrap().clone(),
             [
                 MessageRequest {
-                    trace_id: setup.ctx.trace_id.clone(),
+                    turn: Some(setup.ctx.trace_id.clone()),
                     to: None,
                     text: "on my way".to_owned(),
                     file: None,
                 },
                 MessageRequest {
-                    trace_id: setup.ctx.trace_id.clone(),
+                    turn: Some(setup.ctx.trace_id.clone()),
                     to: Some(ChatAddress {
                         channel: "telegram".to_owned(),
                         chat_id: "7".to_owned(),
@@ -354,6 +367,47 @@ mod tests {
                     file: None,
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_subagent_has_no_chat_of_its_own_and_writes_to_a_chat_as_nobody_s_turn() {
+        let mut setup = setup();
+        // A subagent's run shares its parent's trace, but answers no chat.
+        setup.ctx.channel = None;
+        setup.ctx.chat_id = None;
+        setup.ctx.source = RunSource::Subagent {
+            id: "sa-1f3a".to_owned(),
+            parent_run: nanocrab_schema::RunId::new(),
+            depth: 1,
+        };
+        assert_eq!(
+            call(&setup, serde_json::json!({"content": "done"})),
+            Err(
+                "a subagent has no chat of its own: your final answer goes to the run that \
+                 started you; give `to` (channel:chat) to write to a chat"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            call(
+                &setup,
+                serde_json::json!({"content": "done", "to": "telegram:42"})
+            ),
+            Ok("sent to telegram:42".to_owned())
+        );
+        // Not the parent's turn: its reply is not held back as said already.
+        assert_eq!(
+            setup.recorder.sent.lock().unwrap().clone(),
+            [MessageRequest {
+                turn: None,
+                to: Some(ChatAddress {
+                    channel: "telegram".to_owned(),
+                    chat_id: "42".to_owned(),
+                }),
+                text: "done".to_owned(),
+                file: None,
+            }]
         );
     }
 

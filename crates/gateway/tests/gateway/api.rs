@@ -14,6 +14,8 @@ fn request(session: &str, text: &str) -> TurnRequest {
         input: UserInput::from(text),
         with_model: None,
         housekeeping: true,
+        cancel: Default::default(),
+        in_callers_slot: false,
     }
 }
 

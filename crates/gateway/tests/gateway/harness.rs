@@ -283,7 +283,11 @@ impl Harness {
     }
 
     pub fn start(&self) -> Running {
-        let gateway = self.gateway();
+        self.start_gateway(self.gateway())
+    }
+
+    /// Runs `gateway` (one of [`Harness::gateway`], given more) in the background.
+    pub fn start_gateway(&self, gateway: Gateway) -> Running {
         let shutdown = CancellationToken::new();
         let turns = gateway.turns().clone();
         let heartbeats = gateway.heartbeats().clone();

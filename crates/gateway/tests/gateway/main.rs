@@ -13,4 +13,5 @@ mod module_graph;
 mod outbound;
 mod routing;
 mod server;
+mod subagents;
 mod telegram;

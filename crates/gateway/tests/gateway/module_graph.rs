@@ -76,6 +76,7 @@ fn the_stages_know_nothing_of_the_http_side() {
         "approvals_api",
         "heartbeat_api",
         "cron_api",
+        "subagents_api",
     ];
     for (module, used) in &graph {
         if http.contains(&module.as_str()) {

@@ -17,17 +17,20 @@ use nanocrab_provider::{
 };
 use nanocrab_sessions::SessionStore;
 use nanocrab_tools::{
-    ChatMessages, CronJobs, CronTool, MessageTool, ToolPolicy, grants_from_config,
+    AgentTool, ChatMessages, CronJobs, CronTool, MessageTool, SpawnTool, Subagents, SubagentsTool,
+    ToolPolicy, grants_from_config,
 };
 
 use super::Env;
 
 /// What the gateway gives its agents' tools: its scheduled jobs (the `cron` tool, when
-/// `cron.enabled`) and its chats (the `message` tool).
+/// `cron.enabled`), its chats (the `message` tool) and its subagents (the `spawn` and
+/// `subagents` tools, and the agents offered as tools).
 #[derive(Clone)]
 pub struct GatewayTools {
     pub cron: Option<Arc<dyn CronJobs>>,
     pub chats: Arc<dyn ChatMessages>,
+    pub subagents: Arc<dyn Subagents>,
 }
 
 /// An agent ready to run, and the workspace it works in.
@@ -154,6 +157,20 @@ pub fn build(
                 )));
                 if let Some(jobs) = &gateway.cron {
                     tools.push(Arc::new(CronTool::new(Arc::clone(jobs))));
+                }
+                // Depth 0 turns subagents off: none of their tools is offered.
+                if config.agents.defaults.subagents.max_spawn_depth > 0 {
+                    tools.push(Arc::new(SpawnTool::new(Arc::clone(&gateway.subagents))));
+                    tools.push(Arc::new(SubagentsTool::new(Arc::clone(&gateway.subagents))));
+                    for (agent, description) in
+                        config.agents.as_tools().filter(|(agent, _)| *agent != id)
+                    {
+                        tools.push(Arc::new(AgentTool::new(
+                            agent,
+                            description,
+                            Arc::clone(&gateway.subagents),
+                        )));
+                    }
                 }
             }
             tools

@@ -10,7 +10,7 @@ use nanocrab_channels::telegram::{TelegramChannel, TelegramSettings};
 use nanocrab_core::Agent;
 use nanocrab_gateway::{
     Access, Approvals, CronControl, CronStore, Gateway, GatewayAgent, OutboundBus, PairingStore,
-    TurnMessages, server,
+    SubagentControl, TurnMessages, server,
 };
 use nanocrab_policy::Approver;
 use nanocrab_tools::CronJobs;
@@ -78,9 +78,16 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             .map(|c| (c.name().to_owned(), c.account().to_owned()))
             .collect(),
     );
+    // The subagents the agents' `spawn` tool starts; the gateway runs them once it is made.
+    let subagents = SubagentControl::new(
+        &env.paths.subagents_file(),
+        config.agents.defaults.subagents.clone(),
+        Arc::new(jiff::Timestamp::now),
+    );
     let gateway_tools = GatewayTools {
         cron: cron.clone().map(|c| Arc::new(c) as Arc<dyn CronJobs>),
         chats: Arc::new(messages.clone()),
+        subagents: Arc::new(subagents.clone()),
     };
     let mut agents = BTreeMap::new();
     for id in config.agents.ids() {
@@ -119,6 +126,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         Some(control) => gateway.with_cron(control, config.cron.catch_up),
         None => gateway,
     };
+    let gateway = gateway.with_subagents(subagents.clone())?;
 
     // An API request naming `provider/model` runs the agent on that model; each agent and
     // model pair is built once.
@@ -162,7 +170,8 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             .merge(nanocrab_gateway::approval_routes(approvals))
             .merge(nanocrab_gateway::heartbeat_routes(
                 gateway.heartbeats().clone(),
-            ));
+            ))
+            .merge(nanocrab_gateway::subagent_routes(subagents));
         if let Some(scheduler) = gateway.cron() {
             routes = routes.merge(nanocrab_gateway::cron_routes(scheduler.clone()));
         }

@@ -16,6 +16,7 @@ pub mod security;
 pub mod sessions;
 pub mod status;
 pub mod stdin_approver;
+pub mod subagents;
 pub mod usage;
 pub mod workspace;
 

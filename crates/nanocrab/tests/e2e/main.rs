@@ -32,6 +32,7 @@ mod security;
 mod sessions;
 mod sessions_list;
 mod skills;
+mod subagents;
 mod terminal;
 mod tool_loop;
 mod usage;
