@@ -33,6 +33,8 @@ pub struct ToolPolicy {
     /// Where the built-in file tools keep what a change to an instruction file (a bootstrap
     /// file or a skill) replaced; without it nothing is kept.
     pub workspace_history: Option<WorkspaceHistory>,
+    /// Folders of skills outside the workspace, which the file tools may read, never write.
+    pub skill_folders: Vec<std::path::PathBuf>,
 }
 
 impl Default for ToolPolicy {
@@ -45,6 +47,7 @@ impl Default for ToolPolicy {
             audit: None,
             redactor: Redactor::default(),
             workspace_history: None,
+            skill_folders: Vec::new(),
         }
     }
 }
