@@ -490,7 +490,7 @@ mod tests {
             "---\ndescription: bundled weather\n---\n",
         );
         skill(&extra, "weather", "---\ndescription: extra weather\n---\n");
-        skill(&extra, "broken", "---\nname: [\n---\n");
+        skill(&extra, "broken", "---\nrequires:\n  bins: [gh\n---\n");
         skill(&extra, "off", "---\ndescription: switched off\n---\n");
         skill(&extra, "needs-env", "---\nrequires: {env: [NOPE]}\n---\n");
         std::fs::create_dir_all(extra.join("no-skill-md")).unwrap();
@@ -509,7 +509,7 @@ mod tests {
                     "broken".to_owned(),
                     SkillSource::Extra,
                     Status::Invalid(
-                        "front matter: name: invalid type: sequence, expected a string at line 1 column 7".into()
+                        "front matter: did not find expected ',' or ']' at line 3 column 1, while parsing a flow sequence at line 2 column 9".into()
                     )
                 ),
                 (

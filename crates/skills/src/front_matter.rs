@@ -145,6 +145,31 @@ pub fn split(text: &str) -> Result<(&str, &str), FrontMatterError> {
     Err(FrontMatterError::Unclosed)
 }
 
+/// Front matter that is not YAML but reads as nanobot reads it, one `key: value` a line:
+/// `description: Use when: the user asks` (a second `: ` is an error in YAML) works in nanobot,
+/// and worked in nanocrab before it read YAML, so such skills must not vanish. `None` when a
+/// line is indented or has no `:` (nested YAML that is broken indeed).
+fn line_by_line(yaml: &str) -> Option<Document> {
+    let mut map = yaml_serde::Mapping::new();
+    for line in yaml.lines() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with([' ', '\t']) {
+            return None;
+        }
+        let (key, value) = line.split_once(':')?;
+        let value = value.trim();
+        // `a: b` parses as a mapping; only a flow mapping (`{...}`) is meant as one.
+        let value = match yaml_serde::from_str::<yaml_serde::Value>(value) {
+            Ok(parsed) if !parsed.is_mapping() || value.starts_with('{') => parsed,
+            Ok(_) | Err(_) => yaml_serde::Value::String(value.trim_matches(['"', '\'']).to_owned()),
+        };
+        map.insert(yaml_serde::Value::String(key.trim().to_owned()), value);
+    }
+    yaml_serde::from_value(yaml_serde::Value::Mapping(map)).ok()
+}
+
 /// Reads the front matter of a `SKILL.md` (the whole file's text).
 pub fn parse(text: &str) -> Result<SkillMeta, FrontMatterError> {
     let (yaml, _) = split(text)?;
@@ -152,7 +177,10 @@ pub fn parse(text: &str) -> Result<SkillMeta, FrontMatterError> {
         Document::default()
     } else {
         // Its errors name the key (`requires.bins: invalid type: ...`).
-        yaml_serde::from_str(yaml).map_err(|err| FrontMatterError::Yaml(err.to_string()))?
+        match yaml_serde::from_str(yaml) {
+            Ok(document) => document,
+            Err(err) => line_by_line(yaml).ok_or(FrontMatterError::Yaml(err.to_string()))?,
+        }
     };
     let mut meta = SkillMeta {
         name: document
@@ -308,6 +336,20 @@ metadata: {"openclaw": {"emoji": "🐙", "requires": {"bins": ["gh"], "anyBins":
     }
 
     #[test]
+    fn a_description_with_a_colon_reads_as_nanobot_reads_it() {
+        let text = "---\nname: standup\ndescription: Use when: the user asks for the standup\nalways: true\nmetadata: {\"nanobot\": {\"requires\": {\"bins\": [\"git\"]}}}\n---\n";
+        let meta = parse(text).unwrap();
+        assert_eq!(
+            (meta.description.as_str(), meta.always, meta.requires.bins),
+            (
+                "Use when: the user asks for the standup",
+                true,
+                vec!["git".to_owned()]
+            )
+        );
+    }
+
+    #[test]
     fn no_front_matter_and_empty_front_matter() {
         assert_eq!(
             parse("Just do it.\n").unwrap(),
@@ -342,8 +384,10 @@ metadata: {"openclaw": {"emoji": "🐙", "requires": {"bins": ["gh"], "anyBins":
             "{err:?}"
         );
         assert_eq!(
-            parse("---\nname: [a\n---\n").unwrap_err().to_string(),
-            "front matter: name: invalid type: sequence, expected a string at line 1 column 7"
+            parse("---\nname: a\nrequires:\n  bins: [gh\n---\n")
+                .unwrap_err()
+                .to_string(),
+            "front matter: did not find expected ',' or ']' at line 4 column 1, while parsing a flow sequence at line 3 column 9"
         );
     }
 }
