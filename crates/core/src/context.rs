@@ -472,6 +472,8 @@ mod tests {
         let roots = SkillRoots::new(&ws, &nanocrab_home, &bundled, &config, Some(&home));
         let host = Host {
             os: "linux".into(),
+            // The bundled daily-notes skill, switched on.
+            config: ["skills.entries.daily-notes".to_owned()].into(),
             ..Host::default()
         };
         let prompt = ContextBuilder::new(&ws)

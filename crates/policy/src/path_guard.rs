@@ -140,13 +140,13 @@ impl PathGuard {
         Ok(guard)
     }
 
-    /// Makes `folders` (absolute; missing ones are skipped) readable and never writable: the
-    /// skill folders outside the workspace.
+    /// Makes `folders` (absolute ones; they need not exist yet) readable and never writable:
+    /// the skill folders outside the workspace.
     pub fn with_skill_folders(mut self, folders: &[PathBuf]) -> Self {
         self.skill_folders = folders
             .iter()
-            .filter(|folder| folder.is_absolute() && folder.is_dir())
-            .filter_map(|folder| resolve_absolute(folder).ok())
+            .filter(|folder| folder.is_absolute())
+            .map(|folder| resolve_absolute(folder).unwrap_or_else(|_| folder.clone()))
             .collect();
         self
     }
@@ -474,7 +474,7 @@ mod tests {
         std::fs::write(skills.join("gh/SKILL.md"), "x").unwrap();
         let guard = PathGuard::new(&ws, &ToolsConfig::default(), None)
             .unwrap()
-            .with_skill_folders(&[skills.clone(), dir.path().join("missing")]);
+            .with_skill_folders(&[skills.clone(), PathBuf::from("relative")]);
         let skill = skills.join("gh/SKILL.md");
         assert_eq!(
             guard.check_read(&skill.display().to_string()).unwrap(),

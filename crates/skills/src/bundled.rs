@@ -59,24 +59,28 @@ mod tests {
             .into_iter()
             .map(|skill| (skill.name, skill.status.to_string()))
             .collect();
-        // A fresh machine without programs: only the skill that needs none is offered.
+        // A fresh install offers none: two wait to be switched on, one for `gh`.
         assert_eq!(
             found,
             vec![
-                ("daily-notes".to_owned(), "available".to_owned()),
+                (
+                    "daily-notes".to_owned(),
+                    "unavailable: config key skills.entries.daily-notes is not set".to_owned()
+                ),
                 (
                     "github".to_owned(),
                     "unavailable: `gh` is not on PATH".to_owned()
                 ),
                 (
                     "summarize-url".to_owned(),
-                    "unavailable: `curl` is not on PATH".to_owned()
+                    "unavailable: `curl` is not on PATH; config key skills.entries.summarize-url is not set".to_owned()
                 ),
             ]
         );
-        assert!(matches!(
-            roots.discover(&Host::default())[0].status,
-            Status::Available
-        ));
+        let switched_on = Host {
+            config: ["skills.entries.daily-notes".to_owned()].into(),
+            ..Host::default()
+        };
+        assert_eq!(roots.discover(&switched_on)[0].status, Status::Available);
     }
 }

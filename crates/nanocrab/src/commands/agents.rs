@@ -119,6 +119,7 @@ pub fn build(
             .with_context(|| format!("channels.telegram ({})", env.config_path.display()))?,
         );
     }
+    let (skill_roots, host) = env.skills(config, id);
     // The process's secrets, collected once with the audit log that redacts them too.
     let audit = env.audit_log(config)?;
     let policy = ToolPolicy {
@@ -129,6 +130,12 @@ pub fn build(
         workspace_history: Some(nanocrab_tools::WorkspaceHistory::new(
             env.paths.workspace_history(),
         )),
+        skill_folders: skill_roots
+            .folders
+            .iter()
+            .filter(|(source, _)| *source != nanocrab_skills::SkillSource::Workspace)
+            .map(|(_, folder)| folder.clone())
+            .collect(),
         ..ToolPolicy::default()
     };
     // This binary is the sandbox launcher (`nanocrab __sandbox`, dispatched in main).
@@ -171,7 +178,11 @@ pub fn build(
         ModelChain::new(primary, fallbacks),
         tools,
         SessionStore::new(env.paths.sessions_dir()),
-        ContextBuilder::new(workspace.clone()),
+        ContextBuilder::new(workspace.clone()).with_skills(
+            skill_roots,
+            Arc::new(host),
+            env.user_home.clone(),
+        ),
         AgentSettings {
             max_tokens: settings.max_tokens,
             temperature: Some(settings.temperature),
