@@ -14,6 +14,7 @@ pub mod onboard;
 pub mod pairing;
 pub mod security;
 pub mod sessions;
+pub mod skills;
 pub mod status;
 pub mod stdin_approver;
 pub mod usage;
