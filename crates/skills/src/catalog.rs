@@ -16,6 +16,7 @@ pub enum SkillSource {
     /// `<workspace>/skills/`: the agent's own.
     Workspace,
     /// `~/.nanocrab/skills/`: installed with `nanocrab skills install`, shared by every agent.
+    #[serde(rename = "installed")]
     User,
     /// Shipped with nanocrab.
     Bundled,
