@@ -408,7 +408,8 @@ mod tests {
     fn archives_with_entries_or_symlinks_escaping_the_folder_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("skills");
-        let cases: Vec<(&str, Vec<(&str, tar::EntryType, &str)>, &str)> = vec![
+        type Entries<'a> = Vec<(&'a str, tar::EntryType, &'a str)>;
+        let cases: Vec<(&str, Entries, &str)> = vec![
             (
                 "dotdot.tar.gz",
                 vec![
