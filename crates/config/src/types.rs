@@ -122,7 +122,8 @@ impl Default for Config {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SkillsConfig {
     /// More folders of skills (each holding skill folders), after the bundled skills: a skill
-    /// here is shadowed by one of the same name anywhere else. `~` is expanded.
+    /// here is shadowed by one of the same name anywhere else. `~` is expanded; a relative
+    /// path is relative to the agent's workspace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_dirs: Vec<PathBuf>,
     /// Settings per skill, by the skill's name.
@@ -136,6 +137,8 @@ impl SkillsConfig {
     }
 }
 
+/// The settings of one skill. Naming a skill here at all also sets the config key
+/// `skills.entries.<name>`, which bundled skills that are off by default wait for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SkillEntry {
