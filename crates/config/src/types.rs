@@ -145,11 +145,18 @@ pub struct SkillEntry {
     /// `false`: the skill is listed as disabled and never offered to the agent.
     #[serde(default = "default_true")]
     pub enabled: bool,
+    /// Capabilities granted while the agent follows this skill, as in `tools.grants`: they
+    /// apply to the calls of a turn made after it read the skill's `SKILL.md`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
 }
 
 impl Default for SkillEntry {
     fn default() -> Self {
-        Self { enabled: true }
+        Self {
+            enabled: true,
+            grants: Vec::new(),
+        }
     }
 }
 

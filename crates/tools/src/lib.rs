@@ -39,7 +39,7 @@ pub use message::{
 };
 pub use note_marks::{NoteOrigins, note_name};
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
-pub use registry::{DEFAULT_APPROVAL_TIMEOUT, ToolPolicy, ToolRegistry};
+pub use registry::{DEFAULT_APPROVAL_TIMEOUT, SkillGrants, ToolPolicy, ToolRegistry};
 pub use tool::{GuestFailure, PreparedCall, Provenance, Tool, ToolContext, ToolError, ToolOutput};
 pub use untrusted::{UNTRUSTED_TAG, fenced_sources, wrap_untrusted};
 pub use workspace_history::{Change, ContentDigest, HistoryError, Version, WorkspaceHistory};

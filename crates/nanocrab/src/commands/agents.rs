@@ -120,6 +120,24 @@ pub fn build(
         );
     }
     let (skill_roots, host) = env.skills(config, id);
+    // Grants of the skills the agent has now; a skill installed later gets its grants when
+    // the agent is built again (the next CLI run, a gateway restart).
+    let mut skill_grants = Vec::new();
+    for skill in skill_roots.discover(&host) {
+        let Some(entry) = config.skills.entries.get(&skill.name) else {
+            continue;
+        };
+        if entry.grants.is_empty() || skill.status != nanocrab_skills::Status::Available {
+            continue;
+        }
+        let key = format!("skills.entries.{}.grants", skill.name);
+        skill_grants.push(nanocrab_tools::SkillGrants {
+            grants: grants_from_config(&entry.grants, &key, env.user_home.as_deref())
+                .with_context(|| format!("{key} ({})", env.config_path.display()))?,
+            file: std::fs::canonicalize(&skill.file).unwrap_or(skill.file),
+            skill: skill.name,
+        });
+    }
     // The process's secrets, collected once with the audit log that redacts them too.
     let audit = env.audit_log(config)?;
     let policy = ToolPolicy {
@@ -136,6 +154,7 @@ pub fn build(
             .filter(|(source, _)| *source != nanocrab_skills::SkillSource::Workspace)
             .map(|(_, folder)| folder.clone())
             .collect(),
+        skill_grants,
         ..ToolPolicy::default()
     };
     // This binary is the sandbox launcher (`nanocrab __sandbox`, dispatched in main).

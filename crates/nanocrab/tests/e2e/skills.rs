@@ -287,3 +287,57 @@ fn skills_are_installed_from_a_url_listed_checked_shown_and_removed() {
     assert!(!run.success);
     assert!(home.home().join("bundled-skills/github/SKILL.md").is_file());
 }
+
+#[test]
+fn a_skills_grants_apply_to_the_calls_after_it_was_read() {
+    let home = Home::new(Wire::Anthropic);
+    let outside = home.user_home().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("data.txt"), "the data").unwrap();
+    let skills = home.workspace().join("skills");
+    std::fs::create_dir_all(skills.join("reader")).unwrap();
+    std::fs::write(
+        skills.join("reader/SKILL.md"),
+        "---\nname: reader\ndescription: Read the data outside\ncapabilities: [\"fs.read:~/outside\"]\n---\nRead ~/outside/data.txt.\n",
+    )
+    .unwrap();
+    let mut config = home.base_config();
+    config["tools"] = json!({"restrictToWorkspace": false});
+    config["skills"] = json!({"entries": {"reader": {"grants": ["fs.read:~/outside"]}}});
+    home.write_config(config);
+    let read = |id: &str, path: &str| Reply::tool_call(id, "read_file", json!({"path": path}));
+    home.mock.push(read("c1", "~/outside/data.txt"));
+    home.mock.push(read("c2", "skills/reader/SKILL.md"));
+    home.mock.push(read("c3", "~/outside/data.txt"));
+    home.mock.push(Reply::text("done"));
+
+    home.ask("read the data");
+
+    let requests = home.requests();
+    let results: Vec<(String, bool)> = requests[1..]
+        .iter()
+        .map(|request| {
+            let (_, text, is_error) = tool_results(&request.body).pop().unwrap();
+            (text, is_error)
+        })
+        .collect();
+    // Before the skill was read the call needs an approval nobody can give; after, the
+    // skill's grant covers it.
+    assert!(results[0].1, "{results:?}");
+    assert!(results[0].0.contains("needs approval"), "{results:?}");
+    assert!(!results[1].1, "{results:?}");
+    assert!(!results[2].1, "{results:?}");
+    assert!(results[2].0.contains("the data"), "{results:?}");
+    // The skill's instructions come as they are, its other files and the rest as data.
+    assert_eq!(
+        results[1].0,
+        "---\nname: reader\ndescription: Read the data outside\ncapabilities: [\"fs.read:~/outside\"]\n---\nRead ~/outside/data.txt.\n"
+    );
+    assert!(results[2].0.starts_with("<untrusted-data"), "{results:?}");
+    let run = home.run(home.nanocrab().args(["audit", "list", "--json"]));
+    assert!(
+        run.stdout.contains("skills.entries.reader.grants[0]"),
+        "{}",
+        run.stdout
+    );
+}
