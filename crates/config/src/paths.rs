@@ -45,6 +45,16 @@ impl Paths {
         self.home.join("workspace")
     }
 
+    /// Skills installed with `nanocrab skills install`, shared by every agent.
+    pub fn skills_dir(&self) -> PathBuf {
+        self.home.join("skills")
+    }
+
+    /// The skills shipped in the binary, written out for the agent to read like any other.
+    pub fn bundled_skills_dir(&self) -> PathBuf {
+        self.home.join("bundled-skills")
+    }
+
     pub fn sessions_dir(&self) -> PathBuf {
         self.home.join("sessions")
     }

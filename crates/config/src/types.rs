@@ -46,6 +46,9 @@ pub struct Config {
     /// Scheduled jobs (`nanocrab cron`, the agent's `cron` tool), run by the gateway.
     #[serde(default)]
     pub cron: CronConfig,
+    /// Where skills come from besides the workspace, and which are switched off.
+    #[serde(default, skip_serializing_if = "SkillsConfig::is_default")]
+    pub skills: SkillsConfig,
     /// `${VAR}` placeholders whose variable was not set when the file was read. Their keys
     /// are left out, as if absent, so that a command that never reads them still runs; one
     /// that does asks [`Config::require`] first. Never written to a file.
@@ -107,7 +110,52 @@ impl Default for Config {
             memory: MemoryConfig::default(),
             models: ModelsConfig::default(),
             cron: CronConfig::default(),
+            skills: SkillsConfig::default(),
             unresolved: Vec::new(),
+        }
+    }
+}
+
+/// Skills: folders with a `SKILL.md`, found in `<workspace>/skills/`, `~/.nanocrab/skills/`,
+/// the bundled ones and `extraDirs`, in that order of precedence.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillsConfig {
+    /// More folders of skills (each holding skill folders), after the bundled skills: a skill
+    /// here is shadowed by one of the same name anywhere else. `~` is expanded; a relative
+    /// path is relative to the agent's workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_dirs: Vec<PathBuf>,
+    /// Settings per skill, by the skill's name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub entries: BTreeMap<String, SkillEntry>,
+}
+
+impl SkillsConfig {
+    fn is_default(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// The settings of one skill. Naming a skill here at all also sets the config key
+/// `skills.entries.<name>`, which bundled skills that are off by default wait for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillEntry {
+    /// `false`: the skill is listed as disabled and never offered to the agent.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Capabilities granted while the agent follows this skill, as in `tools.grants`: they
+    /// apply to the calls of a turn made after it read the skill's `SKILL.md`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+}
+
+impl Default for SkillEntry {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            grants: Vec::new(),
         }
     }
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use nanocrab_sessions::FileStamp;
+use nanocrab_skills::{Host, SkillRoots, Status};
 
 use crate::heartbeat::says_something;
 use nanocrab_tools::{MemoryProvenance, NoteOrigins, UNTRUSTED_TAG, wrap_untrusted};
@@ -65,17 +66,44 @@ pub struct ContextBuilder {
     memory_by_retrieval: bool,
     /// Where notes written from untrusted text are marked; such a note comes fenced.
     provenance: Option<MemoryProvenance>,
+    /// Where skills are looked for (found afresh each turn) and what their requirements are
+    /// checked against.
+    skills: SkillRoots,
+    host: Arc<Host>,
+    /// Skill paths under it are shown from `~`, which the file tools expand.
+    user_home: Option<PathBuf>,
 }
 
 impl ContextBuilder {
+    /// Skills come from the workspace only, and a skill with requirements is offered only
+    /// once [`Self::with_skills`] says what the machine has.
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        let workspace = workspace.into();
         Self {
-            workspace: workspace.into(),
+            skills: SkillRoots::workspace_only(&workspace),
+            workspace,
             files: Arc::default(),
             mode: PromptMode::Full,
             memory_by_retrieval: false,
             provenance: None,
+            host: Arc::new(Host {
+                os: std::env::consts::OS.to_owned(),
+                ..Host::default()
+            }),
+            user_home: None,
         }
+    }
+
+    pub fn with_skills(
+        mut self,
+        skills: SkillRoots,
+        host: Arc<Host>,
+        user_home: Option<PathBuf>,
+    ) -> Self {
+        self.skills = skills;
+        self.host = host;
+        self.user_home = user_home;
+        self
     }
 
     pub fn with_memory_provenance(mut self, provenance: Option<MemoryProvenance>) -> Self {
@@ -183,13 +211,7 @@ impl ContextBuilder {
                 note(&today, &text)
             );
         }
-        let skills = self.skills();
-        if !skills.is_empty() {
-            out.push_str("\n## Skills\nRead a skill's SKILL.md with read_file before using it.\n");
-            for (name, description, path) in skills {
-                let _ = writeln!(out, "- {name}: {description} ({path})");
-            }
-        }
+        self.write_skills(&mut out);
         out
     }
 
@@ -214,40 +236,46 @@ impl ContextBuilder {
         text
     }
 
-    /// (name, description, path) of each `skills/*/SKILL.md`, by name.
-    fn skills(&self) -> Vec<(String, String, String)> {
-        let Ok(entries) = std::fs::read_dir(self.workspace.join("skills")) else {
-            return Vec::new();
-        };
-        let mut skills: Vec<(String, String, String)> = entries
-            .flatten()
-            .filter_map(|entry| {
-                let dir = entry.file_name().to_string_lossy().into_owned();
-                let path = format!("skills/{dir}/SKILL.md");
-                // An empty SKILL.md still names a skill; a missing one does not.
-                let text = match self.read(&path) {
-                    Some(text) => text,
-                    None if self.workspace.join(&path).is_file() => String::new(),
-                    None => return None,
-                };
-                let (mut name, mut description) = (dir, String::new());
-                let mut lines = text.lines();
-                if lines.next().map(str::trim) == Some("---") {
-                    for line in lines.take_while(|l| l.trim() != "---") {
-                        let unquote =
-                            |v: &str| v.trim().trim_matches('"').trim_matches('\'').to_owned();
-                        if let Some(v) = line.strip_prefix("name:") {
-                            name = unquote(v);
-                        } else if let Some(v) = line.strip_prefix("description:") {
-                            description = unquote(v);
-                        }
-                    }
-                }
-                Some((name, description, path))
-            })
+    /// The index of the skills offered (one line each) and the whole text of the `always`
+    /// ones. The model reads any other skill by the path given, when it needs it.
+    fn write_skills(&self, out: &mut String) {
+        let skills: Vec<_> = self
+            .skills
+            .discover(&self.host)
+            .into_iter()
+            .filter(|skill| skill.status == Status::Available)
             .collect();
-        skills.sort();
-        skills
+        let path_of = |file: &Path| match (file.strip_prefix(&self.workspace), &self.user_home) {
+            (Ok(relative), _) => relative.display().to_string(),
+            (Err(_), Some(home)) if file.starts_with(home) => Path::new("~")
+                .join(file.strip_prefix(home).unwrap_or(file))
+                .display()
+                .to_string(),
+            (Err(_), _) => file.display().to_string(),
+        };
+        let (always, indexed): (Vec<_>, Vec<_>) =
+            skills.iter().partition(|skill| skill.meta.always);
+        if !indexed.is_empty() {
+            out.push_str("\n## Skills\nRead a skill's SKILL.md with read_file before using it.\n");
+            for skill in indexed {
+                let _ = writeln!(
+                    out,
+                    "- {}: {} ({})",
+                    skill.name,
+                    skill.meta.description,
+                    path_of(&skill.file)
+                );
+            }
+        }
+        for skill in always {
+            let _ = write!(
+                out,
+                "\n## Skill {} ({})\n{}\n",
+                skill.name,
+                path_of(&skill.file),
+                cap(&skill.name, &skill.body)
+            );
+        }
     }
 }
 
@@ -333,6 +361,9 @@ mod tests {
                 mode: self.mode,
                 memory_by_retrieval: self.memory_by_retrieval,
                 provenance: self.provenance.clone(),
+                skills: SkillRoots::workspace_only(dir),
+                host: Arc::clone(&self.host),
+                user_home: self.user_home.clone(),
             };
             real.build(tools, channel, runtime).replace(
                 &dir.display().to_string(),
@@ -396,6 +427,108 @@ mod tests {
         );
         // Today's note was not marked: it is shown as it is.
         assert!(prompt.contains("## Today's notes (memory/2026-11-22.md)\n- bought milk\n"));
+    }
+
+    fn skill(root: &Path, folder: &str, text: &str) {
+        std::fs::create_dir_all(root.join(folder)).unwrap();
+        std::fs::write(root.join(folder).join("SKILL.md"), text).unwrap();
+    }
+
+    #[test]
+    fn the_prompt_indexes_available_skills_of_every_source_and_carries_always_skills_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, home) = (dir.path().join("ws"), dir.path().join("u"));
+        let nanocrab_home = home.join(".nanocrab");
+        std::fs::create_dir_all(&ws).unwrap();
+        skill(
+            &ws.join("skills"),
+            "weather",
+            "---\nname: weather\ndescription: Forecasts for a city\n---\nUse curl.\n",
+        );
+        // Shadowed by the workspace's.
+        skill(
+            &nanocrab_home.join("skills"),
+            "weather",
+            "---\nname: weather\ndescription: installed weather\n---\n",
+        );
+        skill(
+            &nanocrab_home.join("skills"),
+            "standup",
+            "---\nname: standup\ndescription: >\n  Draft the daily standup\n  from yesterday's notes\n---\n",
+        );
+        skill(
+            &nanocrab_home.join("skills"),
+            "gh",
+            "---\nname: gh\ndescription: GitHub\nmetadata: {\"openclaw\": {\"requires\": {\"bins\": [\"gh\"]}}}\n---\n",
+        );
+        skill(
+            &nanocrab_home.join("skills"),
+            "memory",
+            "---\nname: memory\ndescription: How memory works\nmetadata: {\"nanobot\": {\"always\": true}}\n---\n# Memory\n\nWrite facts to memory/MEMORY.md.\n",
+        );
+        let bundled = nanocrab_home.join("bundled-skills");
+        nanocrab_skills::write_bundled(&bundled).unwrap();
+        let extra = dir.path().join("extra");
+        skill(&extra, "off", "---\ndescription: switched off\n---\n");
+        let config: nanocrab_config::SkillsConfig = serde_json::from_value(serde_json::json!({
+            "extraDirs": [extra], "entries": {"off": {"enabled": false}}
+        }))
+        .unwrap();
+        let roots = SkillRoots::new(&ws, &nanocrab_home, &bundled, &config, Some(&home));
+        let host = Host {
+            os: "linux".into(),
+            // The bundled daily-notes skill, switched on.
+            config: ["skills.entries.daily-notes".to_owned()].into(),
+            ..Host::default()
+        };
+        let prompt = ContextBuilder::new(&ws)
+            .with_skills(roots, Arc::new(host), Some(home.clone()))
+            .build(&tools(), None, &runtime());
+        let skills = &prompt[prompt.find("\n## Skills").unwrap()..];
+        insta::assert_snapshot!(skills);
+    }
+
+    #[test]
+    fn ten_installed_skills_cost_about_a_thousand_characters() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, home) = (dir.path().join("ws"), dir.path().join("u"));
+        std::fs::create_dir_all(&ws).unwrap();
+        let bare = ContextBuilder::new(&ws).build(&tools(), None, &runtime());
+        let installed = home.join(".nanocrab/skills");
+        for name in [
+            "weather",
+            "github",
+            "summarize",
+            "tmux",
+            "standup",
+            "invoices",
+            "recipes",
+            "travel",
+            "pdf-tools",
+            "calendar",
+        ] {
+            skill(
+                &installed,
+                name,
+                &format!(
+                    "---\nname: {name}\ndescription: Use for {name} tasks: the steps and commands\n---\n{}",
+                    "Long instructions that stay out of the prompt.\n".repeat(100)
+                ),
+            );
+        }
+        let roots = SkillRoots {
+            folders: vec![(nanocrab_skills::SkillSource::User, installed)],
+            ..SkillRoots::default()
+        };
+        let prompt = ContextBuilder::new(&ws)
+            .with_skills(roots, Arc::new(Host::default()), Some(home))
+            .build(&tools(), None, &runtime());
+        let cost = prompt.len() - bare.len();
+        eprintln!("ten installed skills: {cost} characters of prompt");
+        // About 100 a skill: the name, a short description and the path (~35 of them); the
+        // instructions themselves stay out.
+        assert!(cost < 1_100, "ten skills cost {cost} characters");
+        assert!(!prompt.contains("Long instructions"));
     }
 
     #[test]

@@ -92,7 +92,29 @@ fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
         now: "2026-11-22T14:05:00+01:00[Europe/Berlin]".parse().unwrap(),
         os: "linux x86_64".into(),
     };
-    let system = ContextBuilder::new(dir.path()).build(&tools.names(), None, &runtime);
+    // The bundled skills of a fresh install, under the user's home: none is offered without
+    // `gh` on PATH (with it, the index costs 179 characters) or being switched on.
+    let home = tempfile::tempdir().unwrap();
+    let nanocrab_home = home.path().join(".nanocrab");
+    let bundled = nanocrab_home.join("bundled-skills");
+    nanocrab_skills::write_bundled(&bundled).unwrap();
+    let host = nanocrab_skills::Host {
+        os: "linux".into(),
+        ..nanocrab_skills::Host::default()
+    };
+    let system = ContextBuilder::new(dir.path())
+        .with_skills(
+            nanocrab_skills::SkillRoots::new(
+                dir.path(),
+                &nanocrab_home,
+                &bundled,
+                &nanocrab_config::SkillsConfig::default(),
+                Some(home.path()),
+            ),
+            std::sync::Arc::new(host),
+            Some(home.path().to_path_buf()),
+        )
+        .build(&tools.names(), None, &runtime);
     let messages = serde_json::to_string(&[LlmMessage::user("hello")]).unwrap();
     let schemas = serde_json::to_string(&tools.definitions()).unwrap();
 

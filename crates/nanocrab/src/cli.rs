@@ -91,6 +91,12 @@ pub enum Command {
         #[command(subcommand)]
         command: WorkspaceCommand,
     },
+    /// Skills: list them and why one is not offered, show or check them, install one from a
+    /// folder or an archive (never run at install), remove an installed one.
+    Skills {
+        #[command(subcommand)]
+        command: SkillsCommand,
+    },
     /// Config file helpers.
     Config {
         #[command(subcommand)]
@@ -405,6 +411,40 @@ pub enum PairingCommand {
         /// The sender's user id on that channel.
         sender_id: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SkillsCommand {
+    /// Every skill found, in the workspace, ~/.nanocrab/skills, the bundled ones and
+    /// skills.extraDirs: available, or why not (unavailable, disabled, shadowed, invalid).
+    List {
+        /// One JSON array, an object per skill.
+        #[arg(long)]
+        json: bool,
+        /// Whose workspace to look in (`main` or an agents.entries id).
+        #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
+        agent: String,
+    },
+    /// A skill's details and instructions (the one in use, when several have the name).
+    Show {
+        name: String,
+        #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
+        agent: String,
+    },
+    /// Fails when a skill that is not bundled is unavailable or invalid, or when
+    /// skills.entries names no skill.
+    Check {
+        #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
+        agent: String,
+    },
+    /// Copies a skill into ~/.nanocrab/skills/ from a folder, a .zip or .tar.gz file, or the
+    /// http(s) URL of one. Nothing in it is run.
+    Install {
+        #[arg(value_name = "PATH|URL")]
+        source: String,
+    },
+    /// Deletes a skill from ~/.nanocrab/skills/ (only there).
+    Remove { name: String },
 }
 
 #[derive(Debug, Subcommand)]

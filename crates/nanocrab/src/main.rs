@@ -114,6 +114,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => commands::security::audit(&env, fix),
         Command::Audit { command } => commands::audit::run(&env, command),
         Command::Workspace { command } => commands::workspace::run(&env, command),
+        Command::Skills { command } => commands::skills::run(&env, command),
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

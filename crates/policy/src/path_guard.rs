@@ -86,6 +86,10 @@ pub struct PathGuard {
     restrict_to_workspace: bool,
     allowed: Vec<PathBuf>,
     protected: Vec<PathBuf>,
+    /// Folders of skills outside the workspace (installed, bundled, `skills.extraDirs`): the
+    /// prompt's skill index points into them, so they are readable; never writable, so that
+    /// no turn can rewrite the instructions of later ones there.
+    skill_folders: Vec<PathBuf>,
     home: Option<PathBuf>,
 }
 
@@ -111,6 +115,7 @@ impl PathGuard {
             restrict_to_workspace: config.restrict_to_workspace,
             allowed: Vec::new(),
             protected: Vec::new(),
+            skill_folders: Vec::new(),
             home: home.map(Path::to_path_buf),
         };
         for (key, configured, into_protected) in [
@@ -135,6 +140,17 @@ impl PathGuard {
         Ok(guard)
     }
 
+    /// Makes `folders` (absolute ones; they need not exist yet) readable and never writable:
+    /// the skill folders outside the workspace.
+    pub fn with_skill_folders(mut self, folders: &[PathBuf]) -> Self {
+        self.skill_folders = folders
+            .iter()
+            .filter(|folder| folder.is_absolute())
+            .map(|folder| resolve_absolute(folder).unwrap_or_else(|_| folder.clone()))
+            .collect();
+        self
+    }
+
     /// The workspace, resolved (symlinks followed).
     pub fn workspace(&self) -> &Path {
         &self.workspace
@@ -151,6 +167,14 @@ impl PathGuard {
     pub fn is_in_granted_roots(&self, resolved: &Path) -> bool {
         resolved.starts_with(&self.workspace)
             || self.allowed.iter().any(|root| resolved.starts_with(root))
+    }
+
+    /// Whether a resolved path lies in a skill folder outside the workspace, which the guard
+    /// lets the tools read and nothing else.
+    pub fn is_in_skill_folder(&self, resolved: &Path) -> bool {
+        self.skill_folders
+            .iter()
+            .any(|folder| resolved.starts_with(folder))
     }
 
     /// `allowedPaths`, resolved.
@@ -241,7 +265,23 @@ impl PathGuard {
         let resolved = self
             .resolve(base, Path::new(asked), access)
             .map_err(|reason| PathDenial::new(format!("cannot {access} `{asked}`: {reason}")))?;
+        let skill_folder = self
+            .skill_folders
+            .iter()
+            .find(|folder| resolved.starts_with(folder));
+        if let Some(folder) = skill_folder
+            && access == Access::Write
+            && !self.is_in_granted_roots(&resolved)
+        {
+            return Err(PathDenial::new(format!(
+                "cannot write `{asked}`: it resolves to {}, inside the skill folder {}, which the \
+                 tools may only read (install and remove skills with `nanocrab skills`)",
+                resolved.display(),
+                folder.display(),
+            )));
+        }
         if self.restrict_to_workspace
+            && skill_folder.is_none()
             && !resolved.starts_with(&self.workspace)
             && !self.allowed.iter().any(|root| resolved.starts_with(root))
         {
@@ -437,6 +477,42 @@ mod tests {
             dir.path().canonicalize().unwrap().join("dotfiles/soul.md")
         );
         assert_eq!(guarded[6], ws.join("skills"));
+    }
+
+    #[test]
+    fn skill_folders_are_readable_and_never_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let skills = dir.path().join("home/skills");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(skills.join("gh")).unwrap();
+        std::fs::write(skills.join("gh/SKILL.md"), "x").unwrap();
+        let guard = PathGuard::new(&ws, &ToolsConfig::default(), None)
+            .unwrap()
+            .with_skill_folders(&[skills.clone(), PathBuf::from("relative")]);
+        let skill = skills.join("gh/SKILL.md");
+        assert_eq!(
+            guard.check_read(&skill.display().to_string()).unwrap(),
+            skill
+        );
+        assert_eq!(
+            guard
+                .check_write(&skill.display().to_string())
+                .unwrap_err()
+                .message(),
+            format!(
+                "cannot write `{0}`: it resolves to {0}, inside the skill folder {1}, which the \
+                 tools may only read (install and remove skills with `nanocrab skills`)",
+                skill.display(),
+                skills.display()
+            )
+        );
+        // Beside the skill folders, nothing more is readable.
+        assert!(
+            guard
+                .check_read(&dir.path().join("home/config.json").display().to_string())
+                .is_err()
+        );
     }
 
     #[test]

@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use nanocrab_policy::{Capability, Invocation, PathGuard, Risk};
 
-/// Inside the granted roots a file call is safe; anywhere else it is guarded.
+/// Inside the granted roots a file call is safe; anywhere else it is guarded. A skill folder
+/// the prompt points to is safe too: the guard lets nothing but reads reach it.
 fn risk(guard: &PathGuard, path: &std::path::Path) -> Risk {
-    if guard.is_in_granted_roots(path) {
+    if guard.is_in_granted_roots(path) || guard.is_in_skill_folder(path) {
         Risk::Safe
     } else {
         Risk::Guarded

@@ -74,7 +74,9 @@ pub fn builtin_registry(
     if config.exec.timeout == 0 {
         return Err(ToolSetupError::ZeroTimeout);
     }
-    let guard = Arc::new(PathGuard::new(workspace, config, home)?);
+    let guard = Arc::new(
+        PathGuard::new(workspace, config, home)?.with_skill_folders(&policy.skill_folders),
+    );
     let exec_policy = ExecPolicy::new(&config.exec)?;
     let mut registry = ToolRegistry::new().with_policy(ToolPolicy {
         grants: grants_from_config(&config.grants, "tools.grants", home)?,

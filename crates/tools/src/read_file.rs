@@ -151,6 +151,16 @@ impl TypedTool for ReadFileTool {
                 },
             );
         }
+        // A skill's instructions are the user's, like AGENTS.md: in the workspace a tool's
+        // write to them waits for a human, elsewhere no tool can write them. Fenced as data,
+        // the model would be told not to follow the skill the prompt told it to read. The
+        // skill's other files stay data.
+        if path.file_name().is_some_and(|name| name == "SKILL.md")
+            && (self.guard.is_in_skill_folder(&path)
+                || self.guard.instruction_file(&path).is_some())
+        {
+            return Ok(ToolOutput::trusted(content));
+        }
         Ok(ToolOutput::untrusted(
             format!("read_file {}", path.display()),
             content,

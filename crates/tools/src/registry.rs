@@ -1,13 +1,15 @@
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nanocrab_policy::{
     APPROVAL_ID_LEN, ApprovalAnswer, ApprovalRecord, ApprovalRequest, ApprovalResult, Approver,
-    AuditLog, AuditRecord, CallStatus, CapabilityGrant, CapabilityPattern, GrantSource, Grants,
-    Invocation, Redactor, Risk, Verdict, decide,
+    AuditLog, AuditRecord, CallStatus, Capability, CapabilityGrant, CapabilityPattern, GrantSource,
+    Grants, Invocation, Redactor, Risk, Verdict, decide,
 };
-use nanocrab_schema::{InstructionsChange, SessionKey, StepId, ToolCall, ToolDef, ToolResult};
+use nanocrab_schema::{
+    InstructionsChange, RunId, SessionKey, StepId, ToolCall, ToolDef, ToolResult,
+};
 use tracing::Instrument as _;
 
 use crate::tool::{Provenance, Tool, ToolContext, ToolError};
@@ -33,7 +35,25 @@ pub struct ToolPolicy {
     /// Where the built-in file tools keep what a change to an instruction file (a bootstrap
     /// file or a skill) replaced; without it nothing is kept.
     pub workspace_history: Option<WorkspaceHistory>,
+    /// Folders of skills outside the workspace, which the file tools may read, never write.
+    pub skill_folders: Vec<std::path::PathBuf>,
+    /// Grants of skills (`skills.entries.<name>.grants`), for the rest of a run once it read
+    /// the skill.
+    pub skill_grants: Vec<SkillGrants>,
 }
+
+/// What config grants one skill.
+#[derive(Debug, Clone)]
+pub struct SkillGrants {
+    pub skill: String,
+    /// Its `SKILL.md`, resolved as the file tools resolve a path (symlinks followed): reading
+    /// this file with `read_file` is what puts the grants in force.
+    pub file: std::path::PathBuf,
+    pub grants: Grants,
+}
+
+/// How many (run, skill) pairs are remembered: more than the runs at once of a busy gateway.
+const SKILLS_READ_KEPT: usize = 256;
 
 impl Default for ToolPolicy {
     fn default() -> Self {
@@ -45,6 +65,8 @@ impl Default for ToolPolicy {
             audit: None,
             redactor: Redactor::default(),
             workspace_history: None,
+            skill_folders: Vec::new(),
+            skill_grants: Vec::new(),
         }
     }
 }
@@ -61,6 +83,8 @@ pub struct ToolRegistry {
     policy: Arc<ToolPolicy>,
     /// "Always allow for this session" grants; they live as long as the process.
     session_grants: Arc<Mutex<HashMap<SessionKey, Grants>>>,
+    /// The skills with grants each recent run has read, oldest first.
+    skills_read: Arc<Mutex<VecDeque<(RunId, String)>>>,
 }
 
 /// How the policy let a call through.
@@ -257,8 +281,33 @@ impl ToolRegistry {
                 return ToolResult::error(&call.id, refusal.message);
             }
         }
+        let read_skill = self
+            .policy
+            .skill_grants
+            .iter()
+            .find(|skill| {
+                call.name == "read_file"
+                    && invocation
+                        .capabilities
+                        .iter()
+                        .any(|c| matches!(c, Capability::FsRead(path) if *path == skill.file))
+            })
+            .map(|skill| skill.skill.clone());
         match prepared.run.await {
             Ok(output) => {
+                if let Some(skill) = read_skill {
+                    let mut read = self
+                        .skills_read
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let entry = (ctx.run_id.clone(), skill);
+                    if !read.contains(&entry) {
+                        if read.len() == SKILLS_READ_KEPT {
+                            read.pop_front();
+                        }
+                        read.push_back(entry);
+                    }
+                }
                 record.status = CallStatus::Ok;
                 *change = output.instructions_change;
                 let text = match &output.provenance {
@@ -288,6 +337,24 @@ impl ToolRegistry {
             .and_then(|channel| self.policy.channel_grants.get(channel))
         {
             standing.extend(grants);
+        }
+        // The skills this run has read, whose grants now apply; an approval names them.
+        let following: Vec<&SkillGrants> = {
+            let read = self
+                .skills_read
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.policy
+                .skill_grants
+                .iter()
+                .filter(|skill| {
+                    read.iter()
+                        .any(|(run, name)| *run == ctx.run_id && *name == skill.skill)
+                })
+                .collect()
+        };
+        for skill in &following {
+            standing.extend(&skill.grants);
         }
         let session = ctx
             .session
@@ -319,11 +386,15 @@ impl ToolRegistry {
             agent: ctx.agent.clone(),
             session: ctx.session.clone(),
             tool: tool.to_owned(),
-            summary: self
-                .policy
-                .redactor
-                .redact(&invocation.summary)
-                .into_owned(),
+            summary: {
+                let summary = self.policy.redactor.redact(&invocation.summary);
+                if following.is_empty() {
+                    summary.into_owned()
+                } else {
+                    let names: Vec<&str> = following.iter().map(|s| s.skill.as_str()).collect();
+                    format!("{summary} (following the skill {})", names.join(", "))
+                }
+            },
             risk: invocation.risk,
             missing: missing.clone(),
             session_grant_offered: session_grant_offered && ctx.session.is_some(),

@@ -462,3 +462,72 @@ async fn safe_calls_run_without_grants_and_bad_ones_are_recorded_as_denied() {
     );
     assert_ne!(ids.0.step_id, ids.1.step_id, "each call is its own step");
 }
+
+#[tokio::test]
+async fn a_skills_grants_apply_in_a_run_once_it_read_the_skill_and_approvals_name_it() {
+    let fx = Fixture::new();
+    for skill in ["shell-helper", "other"] {
+        std::fs::create_dir_all(fx.ws().join("skills").join(skill)).unwrap();
+        std::fs::write(fx.ws().join("skills").join(skill).join("SKILL.md"), "x").unwrap();
+    }
+    let skill_grants = [("shell-helper", "exec:sh"), ("other", "net:example.com")]
+        .map(|(skill, grant)| nanocrab_tools::SkillGrants {
+            skill: skill.into(),
+            file: fx.ws().join("skills").join(skill).join("SKILL.md"),
+            grants: grants_from_config(
+                &[grant.into()],
+                &format!("skills.entries.{skill}.grants"),
+                None,
+            )
+            .unwrap(),
+        })
+        .to_vec();
+    let approver = Scripted::new(vec![ApprovalAnswer::Deny; 3]);
+    let mut config = ToolsConfig::default();
+    config.approvals.timeout = 1;
+    let mut tools = builtin_registry(
+        &config,
+        &fx.ws(),
+        None,
+        None,
+        ToolPolicy {
+            approver: Some(approver.clone()),
+            skill_grants,
+            ..ToolPolicy::default()
+        },
+        |_| Vec::new(),
+    )
+    .unwrap();
+    tools.register(Arc::new(Shell));
+    let read = |skill: &str| ToolCall {
+        id: "call_1".into(),
+        name: "read_file".into(),
+        input: json!({"path": format!("skills/{skill}/SKILL.md")}),
+    };
+    let run = fx.ctx();
+
+    assert!(tools.execute(&fx.shell("echo hi"), &run).await.is_error);
+    assert!(!tools.execute(&read("other"), &run).await.is_error);
+    assert!(tools.execute(&fx.shell("echo hi"), &run).await.is_error);
+    assert!(!tools.execute(&read("shell-helper"), &run).await.is_error);
+    assert_eq!(
+        tools.execute(&fx.shell("echo hi"), &run).await,
+        fx.ran("echo hi", "hi\n")
+    );
+    // Another run (the next turn) has read no skill.
+    assert!(
+        tools
+            .execute(&fx.shell("echo hi"), &fx.ctx())
+            .await
+            .is_error
+    );
+    let asked: Vec<String> = approver.asked().into_iter().map(|r| r.summary).collect();
+    assert_eq!(
+        asked,
+        [
+            "run `echo hi`",
+            "run `echo hi` (following the skill other)",
+            "run `echo hi`"
+        ]
+    );
+}

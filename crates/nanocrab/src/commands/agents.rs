@@ -122,6 +122,25 @@ pub fn build(
             .with_context(|| format!("channels.telegram ({})", env.config_path.display()))?,
         );
     }
+    let (skill_roots, host) = env.skills(config, id);
+    // Grants of the skills the agent has now; a skill installed later gets its grants when
+    // the agent is built again (the next CLI run, a gateway restart).
+    let mut skill_grants = Vec::new();
+    for skill in skill_roots.discover(&host) {
+        let Some(entry) = config.skills.entries.get(&skill.name) else {
+            continue;
+        };
+        if entry.grants.is_empty() || skill.status != nanocrab_skills::Status::Available {
+            continue;
+        }
+        let key = format!("skills.entries.{}.grants", skill.name);
+        skill_grants.push(nanocrab_tools::SkillGrants {
+            grants: grants_from_config(&entry.grants, &key, env.user_home.as_deref())
+                .with_context(|| format!("{key} ({})", env.config_path.display()))?,
+            file: std::fs::canonicalize(&skill.file).unwrap_or(skill.file),
+            skill: skill.name,
+        });
+    }
     // The process's secrets, collected once with the audit log that redacts them too.
     let audit = env.audit_log(config)?;
     let policy = ToolPolicy {
@@ -132,6 +151,13 @@ pub fn build(
         workspace_history: Some(nanocrab_tools::WorkspaceHistory::new(
             env.paths.workspace_history(),
         )),
+        skill_folders: skill_roots
+            .folders
+            .iter()
+            .filter(|(source, _)| *source != nanocrab_skills::SkillSource::Workspace)
+            .map(|(_, folder)| folder.clone())
+            .collect(),
+        skill_grants,
         ..ToolPolicy::default()
     };
     // This binary is the sandbox launcher (`nanocrab __sandbox`, dispatched in main).
@@ -188,7 +214,11 @@ pub fn build(
         ModelChain::new(primary, fallbacks),
         tools,
         SessionStore::new(env.paths.sessions_dir()),
-        ContextBuilder::new(workspace.clone()),
+        ContextBuilder::new(workspace.clone()).with_skills(
+            skill_roots,
+            Arc::new(host),
+            env.user_home.clone(),
+        ),
         AgentSettings {
             max_tokens: settings.max_tokens,
             temperature: Some(settings.temperature),

@@ -14,6 +14,7 @@ pub mod onboard;
 pub mod pairing;
 pub mod security;
 pub mod sessions;
+pub mod skills;
 pub mod status;
 pub mod stdin_approver;
 pub mod subagents;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 use nanocrab_memory::{EmbeddingSetup, IndexSetup};
 use nanocrab_policy::{AuditLog, Redactor};
 use nanocrab_provider::LocalModels;
+use nanocrab_skills::{Host, SkillRoots};
 use nanocrab_tools::MemoryProvenance;
 
 /// Where this invocation reads and writes, resolved once from flags and the environment.
@@ -120,6 +122,27 @@ impl Env {
             None if id == DEFAULT_AGENT_ID => self.paths.workspace(),
             None => self.paths.home().join(format!("workspace-{id}")),
         }
+    }
+
+    /// Where agent `id`'s skills come from (the bundled ones written out first, when they
+    /// changed), and what their requirements are checked against.
+    pub fn skills(&self, config: &Config, id: &str) -> (SkillRoots, Host) {
+        let bundled = self.paths.bundled_skills_dir();
+        if let Err(err) = nanocrab_skills::write_bundled(&bundled) {
+            tracing::warn!(
+                "cannot write the bundled skills to {}: {err}",
+                bundled.display()
+            );
+        }
+        let roots = SkillRoots::new(
+            &self.agent_workspace(config, id),
+            self.paths.home(),
+            &bundled,
+            &config.skills,
+            self.user_home.as_deref(),
+        );
+        let host = Host::from_process(&serde_json::to_value(config).unwrap_or_default());
+        (roots, host)
     }
 
     /// Where agent `id`'s memory notes written from untrusted content are marked, beside its
