@@ -156,17 +156,29 @@ fn inside(entry: &str) -> Result<PathBuf, InstallError> {
     Ok(relative)
 }
 
-/// Checks that a symlink at `entry` (relative to the top) with `target` stays inside the top.
+/// Checks that a symlink at `entry` with `target` points below its own folder: a relative
+/// target with no `..` at all. Judging `..` by the text is not enough: the kernel follows each
+/// link on the way (`x -> y/y/../..` with `y -> .` reads as inside and is not).
 fn check_link(entry: &Path, target: &Path) -> Result<(), InstallError> {
-    let refused = || InstallError::EscapingLink {
-        entry: entry.display().to_string(),
-        target: target.display().to_string(),
-    };
-    if target.is_absolute() {
-        return Err(refused());
+    let below = target
+        .components()
+        .all(|component| matches!(component, Component::Normal(_) | Component::CurDir));
+    if below {
+        Ok(())
+    } else {
+        Err(InstallError::EscapingLink {
+            entry: entry.display().to_string(),
+            target: target.display().to_string(),
+        })
     }
-    let base = entry.parent().unwrap_or(Path::new(""));
-    inside(&base.join(target).to_string_lossy()).map_err(|_| refused())?;
+}
+
+/// Writes the symlinks an unpacking collected, once every file and folder is written: no
+/// entry is ever written through a link of the same archive.
+fn write_links(top: &Path, links: Vec<(PathBuf, PathBuf)>) -> Result<(), InstallError> {
+    for (entry, target) in links {
+        write_link(top, &entry, &target)?;
+    }
     Ok(())
 }
 
@@ -213,6 +225,7 @@ fn write_file(
 fn copy_folder(source: &Path, top: &Path) -> Result<(), InstallError> {
     let mut budget = MAX_UNPACKED_BYTES;
     let mut pending = vec![PathBuf::new()];
+    let mut links = Vec::new();
     std::fs::create_dir_all(top).map_err(io(top))?;
     while let Some(relative) = pending.pop() {
         let dir = source.join(&relative);
@@ -222,7 +235,8 @@ fn copy_folder(source: &Path, top: &Path) -> Result<(), InstallError> {
             let file_type = entry.file_type().map_err(io(&entry.path()))?;
             if file_type.is_symlink() {
                 let target = std::fs::read_link(entry.path()).map_err(io(&entry.path()))?;
-                write_link(top, &entry_path, &target)?;
+                check_link(&entry_path, &target)?;
+                links.push((entry_path, target));
             } else if file_type.is_dir() {
                 std::fs::create_dir_all(top.join(&entry_path))
                     .map_err(io(&top.join(&entry_path)))?;
@@ -235,7 +249,7 @@ fn copy_folder(source: &Path, top: &Path) -> Result<(), InstallError> {
             }
         }
     }
-    Ok(())
+    write_links(top, links)
 }
 
 fn unzip(archive: &Path, top: &Path) -> Result<(), InstallError> {
@@ -243,6 +257,7 @@ fn unzip(archive: &Path, top: &Path) -> Result<(), InstallError> {
     let mut zip =
         zip::ZipArchive::new(file).map_err(|err| InstallError::Archive(err.to_string()))?;
     let mut budget = MAX_UNPACKED_BYTES;
+    let mut links = Vec::new();
     std::fs::create_dir_all(top).map_err(io(top))?;
     for index in 0..zip.len() {
         let mut entry = zip
@@ -258,7 +273,8 @@ fn unzip(archive: &Path, top: &Path) -> Result<(), InstallError> {
             entry
                 .read_to_string(&mut target)
                 .map_err(|err| InstallError::Archive(err.to_string()))?;
-            write_link(top, &relative, Path::new(&target))?;
+            check_link(&relative, Path::new(&target))?;
+            links.push((relative, PathBuf::from(target)));
         } else if entry.is_dir() {
             std::fs::create_dir_all(top.join(&relative)).map_err(io(&top.join(&relative)))?;
         } else if entry.is_file() {
@@ -267,13 +283,14 @@ fn unzip(archive: &Path, top: &Path) -> Result<(), InstallError> {
             return Err(InstallError::SpecialEntry(name));
         }
     }
-    Ok(())
+    write_links(top, links)
 }
 
 fn untar(archive: &Path, top: &Path) -> Result<(), InstallError> {
     let file = std::fs::File::open(archive).map_err(io(archive))?;
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
     let mut budget = MAX_UNPACKED_BYTES;
+    let mut links = Vec::new();
     std::fs::create_dir_all(top).map_err(io(top))?;
     let unreadable = |err: std::io::Error| InstallError::Archive(err.to_string());
     for entry in tar.entries().map_err(unreadable)? {
@@ -287,7 +304,8 @@ fn untar(archive: &Path, top: &Path) -> Result<(), InstallError> {
                 .map_err(unreadable)?
                 .ok_or_else(|| InstallError::SpecialEntry(name.clone()))?
                 .into_owned();
-            write_link(top, &relative, &target)?;
+            check_link(&relative, &target)?;
+            links.push((relative, target));
         } else if kind.is_dir() {
             std::fs::create_dir_all(top.join(&relative)).map_err(io(&top.join(&relative)))?;
         } else if kind.is_file() {
@@ -298,7 +316,7 @@ fn untar(archive: &Path, top: &Path) -> Result<(), InstallError> {
             return Err(InstallError::SpecialEntry(name));
         }
     }
-    Ok(())
+    write_links(top, links)
 }
 
 #[cfg(test)]
@@ -432,6 +450,18 @@ mod tests {
                 "refused: the symlink `s/key` points to `../../.ssh/id_ed25519`, outside the skill's folder",
             ),
             (
+                // Each link reads as inside by its text, but the kernel follows `y` at every
+                // step: `x` would be the folder four levels up, and `x/planted` written there.
+                "chained.tar.gz",
+                vec![
+                    ("s/SKILL.md", tar::EntryType::Regular, SKILL),
+                    ("s/y", tar::EntryType::Symlink, "."),
+                    ("s/x", tar::EntryType::Symlink, "y/y/y/y/../../../.."),
+                    ("s/x/planted", tar::EntryType::Regular, "owned"),
+                ],
+                "refused: the symlink `s/x` points to `y/y/y/y/../../../..`, outside the skill's folder",
+            ),
+            (
                 "abslink.tar.gz",
                 vec![("key", tar::EntryType::Symlink, "/etc/passwd")],
                 "refused: the symlink `key` points to `/etc/passwd`, outside the skill's folder",
@@ -469,6 +499,7 @@ mod tests {
         // Nothing was installed, and no staging folder is left.
         assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0);
         assert!(!dir.path().join("evil.sh").exists());
+        assert!(!dir.path().join("planted").exists());
     }
 
     #[test]
