@@ -188,7 +188,8 @@ impl PathGuard {
     }
 
     /// [`INSTRUCTION_PATHS`] under the workspace, resolved as a write to them would be (a
-    /// bootstrap file that is a symlink gives its target). They need not exist.
+    /// bootstrap file that is a symlink gives its target), and the skill folders: what
+    /// commands find read-only. They need not exist.
     pub fn guarded_paths(&self) -> Vec<PathBuf> {
         INSTRUCTION_PATHS
             .iter()
@@ -196,6 +197,7 @@ impl PathGuard {
                 let lexical = self.workspace.join(name.trim_end_matches('/'));
                 resolve_absolute(&lexical).unwrap_or(lexical)
             })
+            .chain(self.skill_folders.iter().cloned())
             .collect()
     }
 
@@ -269,9 +271,11 @@ impl PathGuard {
             .skill_folders
             .iter()
             .find(|folder| resolved.starts_with(folder));
+        // Never written by the tools, even inside the workspace or an allowed path (an
+        // `extraDirs` entry may be either): a skill there is trusted as an instruction, and
+        // only `nanocrab skills` changes it.
         if let Some(folder) = skill_folder
             && access == Access::Write
-            && !self.is_in_granted_roots(&resolved)
         {
             return Err(PathDenial::new(format!(
                 "cannot write `{asked}`: it resolves to {}, inside the skill folder {}, which the \
@@ -280,8 +284,10 @@ impl PathGuard {
                 folder.display(),
             )));
         }
+        // A skill folder outside the workspace is open to the file tools' reads only: a
+        // command's argument may be written by the program.
         if self.restrict_to_workspace
-            && skill_folder.is_none()
+            && !(skill_folder.is_some() && access == Access::Read)
             && !resolved.starts_with(&self.workspace)
             && !self.allowed.iter().any(|root| resolved.starts_with(root))
         {
@@ -513,6 +519,21 @@ mod tests {
                 .check_read(&dir.path().join("home/config.json").display().to_string())
                 .is_err()
         );
+        // A command's argument may be written by its program: outside the workspace, a skill
+        // folder is the file tools' to read, not a command's.
+        assert!(
+            guard
+                .check_argument(&ws, &skill.display().to_string())
+                .is_err()
+        );
+        // An extra folder inside the workspace is no more writable than the others, and
+        // commands find it read-only.
+        let inside = ws.canonicalize().unwrap().join("my-skills");
+        std::fs::create_dir_all(inside.join("x")).unwrap();
+        let guard = guard.with_skill_folders(&[skills.clone(), inside.clone()]);
+        assert!(guard.check_write("my-skills/x/SKILL.md").is_err());
+        assert!(guard.check_read("my-skills/x/SKILL.md").is_ok());
+        assert!(guard.guarded_paths().contains(&inside));
     }
 
     #[test]
