@@ -204,8 +204,9 @@ impl SubagentRecord {
         )
     }
 
-    /// Everything about it, for `show`.
-    pub fn details(&self) -> String {
+    /// Everything about it, for `show`; with `fenced`, its result and error as the model is
+    /// shown untrusted data (they may carry what a web page said).
+    pub fn details(&self, fenced: bool) -> String {
         let mut lines = vec![
             self.stats_line(),
             format!("agent: {} · session: {}", self.agent, self.session),
@@ -237,11 +238,19 @@ impl SubagentRecord {
                 lines.push(format!("{what}: {at}"));
             }
         }
+        let source = format!("subagent {}", self.id);
+        let shown = |text: &str| {
+            if fenced {
+                wrap_untrusted(&source, text)
+            } else {
+                text.to_owned()
+            }
+        };
         if let Some(error) = &self.error {
-            lines.push(format!("error: {error}"));
+            lines.push(format!("error: {}", shown(error)));
         }
         if let Some(result) = &self.result {
-            lines.push(format!("result:\n{result}"));
+            lines.push(format!("result:\n{}", shown(result)));
         }
         lines.join("\n")
     }
@@ -762,12 +771,18 @@ impl Inner {
             timer.abort();
         }
         record.ended_ms = Some(self.now());
+        let stopped = |stop| match stop {
+            Stop::Cancelled => (SubagentState::Cancelled, None),
+            Stop::TimedOut => (SubagentState::TimedOut, None),
+            Stop::GatewayStopped => (SubagentState::Failed, Some(GATEWAY_STOPPED.to_owned())),
+        };
         let (state, error) = match (stopper.why(), result) {
-            (Some(Stop::Cancelled), _) => (SubagentState::Cancelled, None),
-            (Some(Stop::TimedOut), _) => (SubagentState::TimedOut, None),
-            (Some(Stop::GatewayStopped), _) => {
-                (SubagentState::Failed, Some(GATEWAY_STOPPED.to_owned()))
+            // What it had written when stopped is kept: the parent hears of it.
+            (Some(stop), Some(Ok(outcome))) => {
+                record.result = Some(outcome.text).filter(|text| !text.trim().is_empty());
+                stopped(stop)
             }
+            (Some(stop), Some(Err(_)) | None) => stopped(stop),
             (None, Some(Ok(outcome))) => {
                 record.result = Some(outcome.text);
                 (SubagentState::Done, None)
@@ -898,7 +913,7 @@ impl Subagents for SubagentControl {
 
     fn show(&self, session: Option<&SessionKey>, id: &str) -> Result<String, String> {
         match self.get(id) {
-            Some(record) if record.parent.session.as_ref() == session => Ok(record.details()),
+            Some(record) if record.parent.session.as_ref() == session => Ok(record.details(true)),
             Some(_) | None => Err(format!("no subagent {id} in this conversation")),
         }
     }

@@ -65,7 +65,7 @@ mod tests {
             vec![
                 (
                     "daily-notes".to_owned(),
-                    "unavailable: config key skills.entries.daily-notes is not set".to_owned()
+                    "unavailable: switched off; add skills.entries.daily-notes to the config to switch it on (`\"daily-notes\": {}` under skills.entries)".to_owned()
                 ),
                 (
                     "github".to_owned(),
@@ -73,7 +73,7 @@ mod tests {
                 ),
                 (
                     "summarize-url".to_owned(),
-                    "unavailable: `curl` is not on PATH; config key skills.entries.summarize-url is not set".to_owned()
+                    "unavailable: `curl` is not on PATH; switched off; add skills.entries.summarize-url to the config to switch it on (`\"summarize-url\": {}` under skills.entries)".to_owned()
                 ),
             ]
         );

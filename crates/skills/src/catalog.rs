@@ -238,6 +238,13 @@ impl fmt::Display for Missing {
             Self::Bin(bin) => write!(f, "`{bin}` is not on PATH"),
             Self::AnyBin(bins) => write!(f, "none of `{}` is on PATH", bins.join("`, `")),
             Self::Env(name) => write!(f, "environment variable {name} is not set"),
+            // A skill waiting to be switched on names itself: say how.
+            Self::Config(key) if key.starts_with("skills.entries.") => write!(
+                f,
+                "switched off; add {key} to the config to switch it on (`\"{}\": {{}}` under \
+                 skills.entries)",
+                &key["skills.entries.".len()..]
+            ),
             Self::Config(key) => write!(f, "config key {key} is not set"),
             Self::Os { wanted, have } => {
                 write!(f, "only for {}, this is {have}", wanted.join(", "))

@@ -10,10 +10,11 @@ use crate::cli::AuditCommand;
 pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
     let path = env.paths.audit_log();
     if !path.exists() {
-        outln!(
-            "no tool calls recorded yet ({} does not exist)",
-            path.display()
-        )?;
+        let nothing = match &command {
+            AuditCommand::Runs { .. } => "no runs",
+            AuditCommand::List { .. } | AuditCommand::Show { .. } => "no tool calls",
+        };
+        outln!("{nothing} recorded yet ({} does not exist)", path.display())?;
         return Ok(());
     }
     // Reading needs no redactor: what was stored is already redacted.

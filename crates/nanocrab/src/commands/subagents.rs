@@ -30,7 +30,7 @@ pub fn run(env: &Env, command: SubagentsCommand) -> anyhow::Result<()> {
             if json {
                 outln!("{}", serde_json::to_string_pretty(&record)?)?;
             } else {
-                outln!("{}", record.details())?;
+                outln!("{}", record.details(false))?;
             }
             Ok(())
         }
