@@ -286,8 +286,9 @@ impl PathGuard {
         }
         // A skill folder outside the workspace is open to the file tools' reads only: a
         // command's argument may be written by the program.
+        let skill_read = skill_folder.is_some() && access == Access::Read;
         if self.restrict_to_workspace
-            && !(skill_folder.is_some() && access == Access::Read)
+            && !skill_read
             && !resolved.starts_with(&self.workspace)
             && !self.allowed.iter().any(|root| resolved.starts_with(root))
         {

@@ -272,22 +272,27 @@ fn download(url: &str, dir: &Path) -> anyhow::Result<PathBuf> {
         .enable_all()
         .build()?;
     let bytes = runtime.block_on(async {
-        let response = client.get(url).send().await?.error_for_status()?;
+        let mut response = client.get(url).send().await?.error_for_status()?;
+        let too_large = || {
+            anyhow::anyhow!(
+                "{url} is larger than {} MiB",
+                MAX_DOWNLOAD_BYTES / 1024 / 1024
+            )
+        };
         if response
             .content_length()
             .is_some_and(|length| length > MAX_DOWNLOAD_BYTES as u64)
         {
-            bail!(
-                "{url} is larger than {} MiB",
-                MAX_DOWNLOAD_BYTES / 1024 / 1024
-            );
+            return Err(too_large());
         }
-        let bytes = response.bytes().await?;
-        if bytes.len() > MAX_DOWNLOAD_BYTES {
-            bail!(
-                "{url} is larger than {} MiB",
-                MAX_DOWNLOAD_BYTES / 1024 / 1024
-            );
+        // Chunk by chunk: a server that sends no length is stopped at the limit, not held in
+        // memory whole first.
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await? {
+            if bytes.len() + chunk.len() > MAX_DOWNLOAD_BYTES {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
         }
         anyhow::Ok(bytes)
     });
