@@ -155,21 +155,26 @@ pub fn run(env: &Env, command: SkillsCommand) -> anyhow::Result<()> {
                     ));
                 }
             }
-            let available = skills
+            let offered = match skills
                 .iter()
                 .filter(|s| s.status == Status::Available)
-                .count();
+                .count()
+            {
+                1 => "1 skill offered".to_owned(),
+                n => format!("{n} skills offered"),
+            };
             if problems.is_empty() {
-                outln!("{available} skills offered; no problems.")?;
+                outln!("{offered}; no problems.")?;
                 return Ok(());
             }
             for problem in &problems {
                 outln!("{problem}")?;
             }
-            bail!(
-                "{} problem(s) with skills; {available} skills offered",
-                problems.len()
-            )
+            let found = match problems.len() {
+                1 => "1 problem".to_owned(),
+                n => format!("{n} problems"),
+            };
+            bail!("{found} with skills; {offered}")
         }
         SkillsCommand::Install { source } => {
             let root = env.paths.skills_dir();

@@ -267,7 +267,7 @@ fn skills_are_installed_from_a_url_listed_checked_shown_and_removed() {
         (run.stdout.as_str(), run.stderr.as_str()),
         (
             "needs-env (~/home/skills/needs-env/SKILL.md): unavailable: environment variable WEATHER_KEY is not set\n",
-            "error: 1 problem(s) with skills; 1 skills offered\n"
+            "error: 1 problem with skills; 1 skill offered\n"
         )
     );
 
