@@ -576,6 +576,24 @@ impl SubagentControl {
         let session = SessionKey::parse(&format!("agent:{}:subagent:{id}", request.agent))
             .map_err(|err| err.to_string())?;
         let parent = &request.parent;
+        // Where the parent's reply goes, as its turn told the message tool: a chat turn's
+        // chat, and the target of a heartbeat, a scheduled job or an announcement, whose input
+        // names no channel. A subagent's own run has none: its answer goes to its parent.
+        let parent_chat = match parent.source {
+            RunSource::Subagent { .. } => None,
+            RunSource::Chat | RunSource::Heartbeat | RunSource::Cron { .. } => runtime
+                .autonomous
+                .messages
+                .chat_of(&parent.trace_id)
+                .or_else(|| {
+                    parent.chat.as_ref().map(|(channel, chat_id)| ChatRef {
+                        channel: channel.clone(),
+                        account: DEFAULT_ACCOUNT.to_owned(),
+                        chat_id: chat_id.clone(),
+                        thread_id: None,
+                    })
+                }),
+        };
         let record = SubagentRecord {
             id: id.clone(),
             state: SubagentState::Queued,
@@ -587,10 +605,9 @@ impl SubagentControl {
                 agent: parent.agent.clone(),
                 session: parent.session.clone(),
                 run: parent.run_id.clone(),
-                chat: parent
-                    .chat
+                chat: parent_chat
                     .as_ref()
-                    .map(|(channel, chat)| format!("{channel}:{chat}")),
+                    .map(|chat| format!("{}:{}", chat.channel, chat.chat_id)),
                 source: parent.source.clone(),
             },
             awaited,
@@ -627,16 +644,8 @@ impl SubagentControl {
             tools: request.tools.clone(),
         };
         // Its questions are asked where its parent's would be.
-        if let Some((channel, chat_id)) = &parent.chat {
-            runtime.approvals.bind(
-                &session,
-                ChatRef {
-                    channel: channel.clone(),
-                    account: DEFAULT_ACCOUNT.to_owned(),
-                    chat_id: chat_id.clone(),
-                    thread_id: None,
-                },
-            );
+        if let Some(chat) = parent_chat {
+            runtime.approvals.bind(&session, chat);
         }
         let submitted = runtime.autonomous.turns.submit(TurnRequest {
             agent_id: request.agent.clone(),

@@ -98,6 +98,11 @@ impl TurnMessages {
         }
     }
 
+    /// The chat the running turn traced `trace` replies to, when it has one.
+    pub(crate) fn chat_of(&self, trace: &TraceId) -> Option<ChatRef> {
+        self.shared.lock().get(trace).map(|said| said.chat.clone())
+    }
+
     async fn deliver(&self, request: MessageRequest) -> Result<String, String> {
         let own = request
             .turn

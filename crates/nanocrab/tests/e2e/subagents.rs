@@ -389,3 +389,56 @@ fn an_agent_offered_as_a_tool_answers_its_caller_with_one_turn_at_a_time() {
          <untrusted-data source=\"agent research (sa-ID)\">\nJupiter.\n</untrusted-data>"
     );
 }
+
+/// A heartbeat's run names no channel in its input, but its reply has a chat: a subagent it
+/// starts reports back there, and its questions would be asked there.
+#[test]
+fn a_subagent_a_heartbeat_starts_is_announced_to_the_heartbeat_s_chat() {
+    let fake = FakeTelegram::spawn(TOKEN);
+    let home = subagent_home(&fake, json!({}));
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.config_path()).unwrap()).unwrap();
+    config["agents"]["defaults"]["heartbeat"] =
+        json!({ "every": "0", "target": format!("telegram:{OWNER}") });
+    home.write_config(config);
+    std::fs::write(
+        home.workspace().join("HEARTBEAT.md"),
+        "- check whether the backup finished\n",
+    )
+    .unwrap();
+    home.mock.push(Reply::tool_call(
+        "call_1",
+        "spawn",
+        json!({"task": "Check the backup log."}),
+    ));
+    home.mock.push(Reply::text("HEARTBEAT_OK"));
+    home.mock.push(Reply::text("The backup failed at 03:12."));
+    home.mock
+        .push(Reply::text("Your backup failed last night at 03:12."));
+    let mut gateway = home.start_gateway_for_cli();
+    let run = home.nanocrab().args(["heartbeat", "run"]).output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    gateway.eventually("the announcement's answer in the heartbeat's chat", |_| {
+        (!fake.texts_sent_to(OWNER).is_empty()).then_some(())
+    });
+    assert_eq!(
+        fake.texts_sent_to(OWNER),
+        ["Your backup failed last night at 03:12."]
+    );
+    let list = home
+        .nanocrab()
+        .args(["subagents", "list", "--json"])
+        .output()
+        .unwrap();
+    let list: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(
+        list[0]["parent"]["chat"],
+        json!(format!("telegram:{OWNER}")),
+        "{list}"
+    );
+    assert!(gateway.terminate().success());
+}
