@@ -177,6 +177,20 @@ impl PathGuard {
             .any(|folder| resolved.starts_with(folder))
     }
 
+    /// Whether a resolved path is a skill's own `SKILL.md`: `<root>/<folder>/SKILL.md`, the
+    /// root being the workspace's `skills/` or a skill folder. Not a `SKILL.md` deeper in a
+    /// skill's files (an example it ships), nor one elsewhere.
+    pub fn is_skill_file(&self, resolved: &Path) -> bool {
+        let Some(root) = resolved.parent().and_then(Path::parent) else {
+            return false;
+        };
+        let workspace_skills = self.workspace.join("skills");
+        resolved.file_name().is_some_and(|name| name == "SKILL.md")
+            && (self.skill_folders.iter().any(|folder| folder == root)
+                || root == workspace_skills
+                || resolve_absolute(&workspace_skills).is_ok_and(|skills| root == skills))
+    }
+
     /// `allowedPaths`, resolved.
     pub fn allowed_paths(&self) -> &[PathBuf] {
         &self.allowed
@@ -535,6 +549,12 @@ mod tests {
         assert!(guard.check_write("my-skills/x/SKILL.md").is_err());
         assert!(guard.check_read("my-skills/x/SKILL.md").is_ok());
         assert!(guard.guarded_paths().contains(&inside));
+        // Only a skill's own SKILL.md is one: not one deeper in its files, nor elsewhere.
+        assert!(guard.is_skill_file(&skill));
+        assert!(guard.is_skill_file(&ws.canonicalize().unwrap().join("skills/w/SKILL.md")));
+        assert!(!guard.is_skill_file(&skills.join("gh/examples/x/SKILL.md")));
+        assert!(!guard.is_skill_file(&ws.canonicalize().unwrap().join("notes/x/SKILL.md")));
+        assert!(!guard.is_skill_file(&skills.join("gh/README.md")));
     }
 
     #[test]

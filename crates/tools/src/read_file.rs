@@ -155,10 +155,7 @@ impl TypedTool for ReadFileTool {
         // write to them waits for a human, elsewhere no tool can write them. Fenced as data,
         // the model would be told not to follow the skill the prompt told it to read. The
         // skill's other files stay data.
-        if path.file_name().is_some_and(|name| name == "SKILL.md")
-            && (self.guard.is_in_skill_folder(&path)
-                || self.guard.instruction_file(&path).is_some())
-        {
+        if self.guard.is_skill_file(&path) {
             return Ok(ToolOutput::trusted(content));
         }
         Ok(ToolOutput::untrusted(
