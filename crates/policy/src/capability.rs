@@ -65,8 +65,9 @@ impl CapabilityKind {
             | Self::Exec
             | Self::Net
             | Self::Message
+            | Self::Spawn
             | Self::Secret => true,
-            Self::Spawn | Self::Schedule | Self::MemoryWrite => false,
+            Self::Schedule | Self::MemoryWrite => false,
         }
     }
 
@@ -96,8 +97,9 @@ pub enum Capability {
     Net(String),
     /// Sending to a chat, `channel:chat`.
     Message(String),
-    /// Starting a subagent.
-    Spawn,
+    /// Starting a subagent, or calling an agent offered as a tool, as the agent named:
+    /// `spawn:research`. A grant of `spawn` alone covers every agent.
+    Spawn(String),
     /// Creating or changing a scheduled job.
     Schedule,
     /// Changing the long-term memory files.
@@ -114,7 +116,7 @@ impl Capability {
             Self::Exec(_) => CapabilityKind::Exec,
             Self::Net(_) => CapabilityKind::Net,
             Self::Message(_) => CapabilityKind::Message,
-            Self::Spawn => CapabilityKind::Spawn,
+            Self::Spawn(_) => CapabilityKind::Spawn,
             Self::Schedule => CapabilityKind::Schedule,
             Self::MemoryWrite => CapabilityKind::MemoryWrite,
             Self::Secret(_) => CapabilityKind::Secret,
@@ -127,8 +129,9 @@ impl Capability {
             Self::Exec(target)
             | Self::Net(target)
             | Self::Message(target)
+            | Self::Spawn(target)
             | Self::Secret(target) => Some(target.clone()),
-            Self::Spawn | Self::Schedule | Self::MemoryWrite => None,
+            Self::Schedule | Self::MemoryWrite => None,
         }
     }
 }
@@ -278,8 +281,9 @@ impl CapabilityPattern {
             Capability::Exec(target)
             | Capability::Net(target)
             | Capability::Message(target)
+            | Capability::Spawn(target)
             | Capability::Secret(target) => Target::Exact(target.clone()),
-            Capability::Spawn | Capability::Schedule | Capability::MemoryWrite => Target::Any,
+            Capability::Schedule | Capability::MemoryWrite => Target::Any,
         };
         Self {
             kind: capability.kind(),
@@ -423,8 +427,10 @@ mod tests {
                 false,
             ),
             ("fs.read", Capability::FsRead("/etc/passwd".into()), true),
-            ("spawn", Capability::Spawn, true),
-            ("memory.write", Capability::Spawn, false),
+            ("spawn", Capability::Spawn("research".into()), true),
+            ("spawn:research", Capability::Spawn("research".into()), true),
+            ("spawn:research", Capability::Spawn("main".into()), false),
+            ("memory.write", Capability::Spawn("main".into()), false),
         ];
         let wrong: Vec<_> = cases
             .iter()
@@ -438,7 +444,7 @@ mod tests {
 
     #[test]
     fn bad_patterns_say_what_is_wrong() {
-        let errors: Vec<String> = ["exe:git", "spawn:x", "fs.read:notes", "net:"]
+        let errors: Vec<String> = ["exe:git", "schedule:x", "fs.read:notes", "net:"]
             .iter()
             .map(|text| {
                 CapabilityPattern::parse(text, None)
@@ -450,7 +456,7 @@ mod tests {
             errors,
             [
                 "unknown capability `exe`; known: fs.read, fs.write, exec, net, message, spawn, schedule, memory.write, secret",
-                "`spawn:x` takes no target",
+                "`schedule:x` takes no target",
                 "the path in `fs.read:notes` must be absolute or start with ~",
                 "the target of `net:` is empty",
             ]
@@ -464,6 +470,7 @@ mod tests {
             "net:*.github.com",
             "fs.write:~/notes",
             "spawn",
+            "spawn:research",
             "message:tg*",
         ]
         .iter()
@@ -475,7 +482,8 @@ mod tests {
                 "exec:*",
                 "net:*.github.com",
                 "fs.write:/home/me/notes",
-                "spawn",
+                "spawn:*",
+                "spawn:research",
                 "message:tg*"
             ]
         );

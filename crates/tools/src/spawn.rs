@@ -100,14 +100,17 @@ impl TypedTool for SpawnTool {
     }
 
     fn invocation(&self, args: &SpawnArgs, ctx: &ToolContext) -> Result<Invocation, ToolError> {
+        // The agent it runs as: its grants and workspace are what the subagent gets.
+        let agent = args
+            .agent
+            .as_deref()
+            .map(str::trim)
+            .filter(|agent| !agent.is_empty())
+            .unwrap_or(&ctx.agent);
         Ok(Invocation::new(
             Risk::Guarded,
-            format!(
-                "start a subagent (agent {}): {}",
-                args.agent.as_deref().unwrap_or(&ctx.agent),
-                args.task
-            ),
-            vec![Capability::Spawn],
+            format!("start a subagent (agent {agent}): {}", args.task),
+            vec![Capability::Spawn(agent.to_owned())],
         ))
     }
 
@@ -271,7 +274,7 @@ impl Tool for AgentTool {
         let invocation = Invocation::new(
             Risk::Guarded,
             format!("ask agent {}: {}", self.agent, request.task),
-            vec![Capability::Spawn],
+            vec![Capability::Spawn(self.agent.clone())],
         );
         Ok(PreparedCall::new(invocation, async move {
             self.subagents
@@ -349,7 +352,7 @@ mod tests {
             ),
             (
                 Risk::Guarded,
-                vec![Capability::Spawn],
+                vec![Capability::Spawn("main".to_owned())],
                 "start a subagent (agent main): Find the train times".to_owned()
             )
         );
