@@ -218,7 +218,10 @@ fn a_subagent_cannot_spawn_beyond_max_spawn_depth() {
 #[test]
 fn a_subagent_that_runs_too_long_is_stopped_and_its_timeout_announced() {
     let fake = FakeTelegram::spawn(TOKEN);
-    let home = subagent_home(&fake, json!({ "timeout": 1 }));
+    // The timer runs from the start of the subagent's turn; its request must reach the mock
+    // before it fires (else the held reply would go to the announcement), so the limit leaves
+    // a slow, loaded machine seconds for that, not milliseconds.
+    let home = subagent_home(&fake, json!({ "timeout": 5 }));
     let gate = Gate::new();
     home.mock.push(Reply::tool_call(
         "call_1",
@@ -247,7 +250,7 @@ fn a_subagent_that_runs_too_long_is_stopped_and_its_timeout_announced() {
         announcement,
         "[subagent sa-ID timed out · N s · 0 model calls · 0 tool calls · N tokens]\n\
          Task: Count the stars.\n\
-         It ran longer than its 1 s (agents.defaults.subagents.timeout) and was stopped.\n\
+         It ran longer than its 5 s (agents.defaults.subagents.timeout) and was stopped.\n\
          Tell the user what came of it."
     );
     let show = home.run(home.nanocrab().args(["subagents", "list", "--json"]));
