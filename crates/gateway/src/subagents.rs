@@ -25,7 +25,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use nanocrab_config::{DeliveryTarget, SubagentsConfig};
 use nanocrab_core::{Agent, PromptMode, UserInput};
-use nanocrab_schema::{AgentEvent, ChatRef, RunId, RunSource, SessionKey};
+use nanocrab_schema::{AgentEvent, ChatRef, RunId, RunSource, SessionKey, TraceId};
 use nanocrab_tools::{Awaited, SpawnRequest, Subagents, ToolOutput, wrap_untrusted};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -37,6 +37,9 @@ use crate::jsonl_file::JsonlFile;
 use crate::turn_messages::DEFAULT_ACCOUNT;
 use crate::turns::{TurnRequest, TurnTicket};
 
+/// Subagents that may follow one another without a word from the user: each started by the
+/// turn that announced the one before. An endless chain would run on its own forever.
+pub const MAX_CHAIN: u32 = 3;
 /// Subagents kept in the file when the gateway starts; older ones are dropped.
 pub const KEPT_SUBAGENTS: usize = 1000;
 /// Why a subagent left running by a gateway that was killed is marked failed.
@@ -87,6 +90,10 @@ pub struct SubagentParent {
     /// Who started the parent run: the announcement continues it.
     #[serde(default)]
     pub source: RunSource,
+    /// How many subagents came before this one in a chain, each started by the announcement
+    /// of the one before: 0 when someone (or a heartbeat, a job) asked for it.
+    #[serde(default)]
+    pub chain: u32,
 }
 
 /// One subagent as the file keeps it: the last line of an id is its state now.
@@ -448,6 +455,8 @@ struct Inner {
     clock: Clock,
     runtime: OnceLock<Runtime>,
     running: Mutex<HashMap<String, Stopper>>,
+    /// The announcement turns running now, by trace: the chain of the subagent each announces.
+    announcing: Mutex<HashMap<TraceId, u32>>,
 }
 
 impl SubagentControl {
@@ -461,6 +470,7 @@ impl SubagentControl {
                 clock,
                 runtime: OnceLock::new(),
                 running: Mutex::new(HashMap::new()),
+                announcing: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -550,6 +560,18 @@ impl SubagentControl {
                 )
             });
         }
+        // A run that announces a subagent's end continues that subagent's chain.
+        let chain = inner
+            .announcing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&request.parent.trace_id)
+            .map_or(0, |announced| announced + 1);
+        if !awaited && chain >= MAX_CHAIN {
+            return Err(format!(
+                "cannot start another subagent: {chain} have followed one another's results                  without a word from the user; tell the user what came of them and ask before                  going on"
+            ));
+        }
         let Some(agent) = runtime.agents.get(&request.agent) else {
             return Err(format!(
                 "agent: no agent `{}`; the agents are: {}",
@@ -609,6 +631,7 @@ impl SubagentControl {
                     .as_ref()
                     .map(|chat| format!("{}:{}", chat.channel, chat.chat_id)),
                 source: parent.source.clone(),
+                chain,
             },
             awaited,
             created_ms: inner.now(),
@@ -835,6 +858,11 @@ impl Inner {
             },
             None => DeliveryTarget::None,
         };
+        let trace = TraceId::new();
+        self.announcing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(trace.clone(), record.parent.chain);
         let run = AutonomousRun {
             agent_id: record.parent.agent.clone(),
             session,
@@ -844,7 +872,7 @@ impl Inner {
                 channel: None,
                 // A run of its own: sharing the parent's trace would share its chat's record of
                 // what the message tool said.
-                trace_id: None,
+                trace_id: Some(trace.clone()),
                 prompt_mode: PromptMode::Full,
                 source: record.parent.source.clone(),
                 max_iterations: None,
@@ -853,7 +881,12 @@ impl Inner {
             target,
         };
         let keep = |text: &str| Some(text.trim().to_owned()).filter(|t| !t.is_empty());
-        if let Err(err) = runtime.autonomous.run(run, keep).await {
+        let ran = runtime.autonomous.run(run, keep).await;
+        self.announcing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&trace);
+        if let Err(err) = ran {
             tracing::warn!(subagent = %record.id, "the end of the subagent was not announced: {err}");
         }
     }
@@ -964,6 +997,7 @@ mod tests {
                 run: RunId::from("0a1b2c3d".to_owned()),
                 chat: Some("telegram:42".to_owned()),
                 source: RunSource::Chat,
+                chain: 0,
             },
             awaited: false,
             created_ms: 1_700_000_000_000,

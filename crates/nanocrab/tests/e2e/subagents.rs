@@ -445,3 +445,54 @@ fn a_subagent_a_heartbeat_starts_is_announced_to_the_heartbeat_s_chat() {
     );
     assert!(gateway.terminate().success());
 }
+
+/// A turn that announces a subagent's end may start another, but a chain of them stops after
+/// three without a word from the user: nothing runs on its own forever.
+#[test]
+fn subagents_following_one_another_s_results_stop_after_three() {
+    let fake = FakeTelegram::spawn(TOKEN);
+    let home = subagent_home(&fake, json!({}));
+    let spawn = |step: u32| {
+        Reply::tool_call(
+            format!("call_{step}"),
+            "spawn",
+            json!({"task": format!("Step {step}.")}),
+        )
+    };
+    // The user's turn, then each subagent and the turn announcing it, in the order
+    // `maxConcurrentTurns: 1` gives them.
+    home.mock.push(spawn(1));
+    home.mock.push(Reply::text("Started step 1."));
+    for step in 1..=3 {
+        home.mock.push(Reply::text(format!("Step {step} done.")));
+        home.mock.push(spawn(step + 1));
+        home.mock.push(Reply::text(format!("Step {step} is done.")));
+    }
+    fake.push_update(telegram::private_text("do the four steps"));
+    let mut gateway = home.start_gateway();
+    gateway.eventually("three announcements answered", |_| {
+        (fake.texts_sent_to(OWNER).len() == 4).then_some(())
+    });
+    assert!(gateway.terminate().success());
+    assert_eq!(
+        fake.texts_sent_to(OWNER),
+        [
+            "Started step 1.",
+            "Step 1 is done.",
+            "Step 2 is done.",
+            "Step 3 is done."
+        ]
+    );
+    // The third announcement's spawn was refused, saying why; three subagents ran.
+    let requests = home.requests();
+    let refused = tool_results(&requests.last().unwrap().body);
+    assert!(
+        refused
+            .iter()
+            .any(|(_, text, _)| text.contains("cannot start another subagent: 3 have followed")),
+        "{refused:?}"
+    );
+    let list = home.run(home.nanocrab().args(["subagents", "list", "--json"]));
+    let records: Value = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(records.as_array().unwrap().len(), 3, "{records}");
+}
