@@ -441,14 +441,18 @@ impl Agent {
         }
         // A run nobody asked for is audited as a whole, so its cost and its origin are on
         // record even when it called no tool.
-        let audit = self
-            .tools
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .policy()
-            .audit
-            .clone();
-        if let Some(audit) = audit.filter(|_| ctx.source.is_autonomous()) {
+        // A chat's turn (the hot path) takes no lock for it.
+        let audit = if ctx.source.is_autonomous() {
+            self.tools
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .policy()
+                .audit
+                .clone()
+        } else {
+            None
+        };
+        if let Some(audit) = audit {
             let (status, error, model_calls, usage) = match &outcome {
                 Ok(done) if done.interrupted => {
                     (RunStatus::Interrupted, None, done.iterations, done.usage)

@@ -25,6 +25,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::clean_command;
 use nanocrab_sessions::TokenCounter;
 use nanocrab_testkit::{MockLlm, Reply};
 use serde_json::{Value, json};
@@ -32,20 +35,8 @@ use serde_json::{Value, json};
 const MODEL: &str = "gpt-4.1-mini";
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// The binary with only PATH, HOME and NANOCRAB_HOME: nothing of the machine's own setup
-/// leaks in.
-fn command(bin: &Path, dir: &Path) -> Command {
-    let mut command = Command::new(bin);
-    command
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", dir)
-        .env("NANOCRAB_HOME", dir.join("home"));
-    command
-}
-
 fn run(bin: &Path, dir: &Path, args: &[&str]) -> String {
-    let out = command(bin, dir).args(args).output().unwrap();
+    let out = clean_command(bin, dir).args(args).output().unwrap();
     assert!(
         out.status.success(),
         "nanocrab {args:?} failed:\n{}\n{}",
@@ -131,7 +122,7 @@ fn main() {
     config["gateway"] = json!({"port": port});
     std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
 
-    let mut gateway: Child = command(&bin, dir)
+    let mut gateway: Child = clean_command(&bin, dir)
         .arg("gateway")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

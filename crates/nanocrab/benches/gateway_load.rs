@@ -33,6 +33,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::clean_command;
 use nanocrab_testkit::telegram::{self, FakeTelegram};
 use nanocrab_testkit::{MockLlm, Reply};
 use serde_json::{Value, json};
@@ -253,18 +256,6 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The binary with only PATH, HOME and NANOCRAB_HOME: no credentials, config or log level of
-/// the machine running the bench leak in.
-fn clean_command(bin: &Path, dir: &Path) -> Command {
-    let mut command = Command::new(bin);
-    command
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", dir)
-        .env("NANOCRAB_HOME", dir.join("home"));
-    command
 }
 
 /// Onboards `dir/home` as a new user would, then points the model at the mock and the
