@@ -620,6 +620,7 @@ fn validate_routing(config: &Config) -> Result<(), (String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DeferLimits;
     use pretty_assertions::assert_eq;
 
     fn no_env(_: &str) -> Option<String> {
@@ -646,6 +647,42 @@ mod tests {
         assert_eq!(
             error(r#"{"providers": {"openai": {"apikey": "sk-secret"}}}"#),
             "/h/config.json: unknown key `providers.openai.apikey`: did you mean `apiKey`?"
+        );
+    }
+
+    #[test]
+    fn defer_above_takes_limits_true_or_false_and_names_the_key_when_wrong() {
+        let limits = |text: &str| {
+            parse(Path::new("/h/config.json"), text, &no_env)
+                .unwrap()
+                .tools
+                .defer_above
+                .limits()
+        };
+        let defaults = Some(DeferLimits {
+            tools: 30,
+            schema_chars: 12_000,
+        });
+        assert_eq!(limits("{}"), defaults);
+        assert_eq!(limits(r#"{"tools": {"deferAbove": true}}"#), defaults);
+        assert_eq!(limits(r#"{"tools": {"deferAbove": false}}"#), None);
+        assert_eq!(
+            limits(r#"{"tools": {"deferAbove": {"tools": 10}}}"#),
+            Some(DeferLimits {
+                tools: 10,
+                schema_chars: 12_000
+            })
+        );
+        assert_eq!(
+            [
+                r#"{"tools": {"deferAbove": 30}}"#,
+                r#"{"tools": {"deferAbove": {"tool": 30}}}"#,
+            ]
+            .map(error),
+            [
+                "/h/config.json: `tools.deferAbove`: must be false, true or { \"tools\": 30, \"schemaChars\": 12000 }",
+                "/h/config.json: `tools.deferAbove`: must be false, true or { \"tools\": 30, \"schemaChars\": 12000 } (unknown field `tool`, expected `tools` or `schemaChars`)",
+            ]
         );
     }
 

@@ -938,6 +938,11 @@ pub struct ToolsConfig {
     pub grants: Vec<String>,
     #[serde(default)]
     pub approvals: ApprovalsConfig,
+    /// When the tools on offer pass either limit, only the built-in ones are sent with each
+    /// request, with `tool_search` to find and load the others (WASM and MCP tools); `false`
+    /// sends every tool every time.
+    #[serde(default)]
+    pub defer_above: DeferAbove,
 }
 
 impl Default for ToolsConfig {
@@ -949,8 +954,85 @@ impl Default for ToolsConfig {
             exec: ExecConfig::default(),
             grants: Vec::new(),
             approvals: ApprovalsConfig::default(),
+            defer_above: DeferAbove::default(),
         }
     }
+}
+
+/// `tools.deferAbove`: `{ "tools": 30, "schemaChars": 12000 }`, `true` (those defaults) or
+/// `false` (never defer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum DeferAbove {
+    Switch(bool),
+    Limits(DeferLimits),
+}
+
+impl<'de> Deserialize<'de> for DeferAbove {
+    // By hand: serde's untagged error ("did not match any variant") says nothing of what fits.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let bad = |detail: String| {
+            serde::de::Error::custom(format!(
+                "must be false, true or {{ \"tools\": 30, \"schemaChars\": 12000 }}{detail}"
+            ))
+        };
+        match serde_json::Value::deserialize(deserializer)? {
+            serde_json::Value::Bool(on) => Ok(Self::Switch(on)),
+            object @ serde_json::Value::Object(_) => serde_json::from_value(object)
+                .map(Self::Limits)
+                .map_err(|err| bad(format!(" ({err})"))),
+            serde_json::Value::Null
+            | serde_json::Value::Number(_)
+            | serde_json::Value::String(_)
+            | serde_json::Value::Array(_) => Err(bad(String::new())),
+        }
+    }
+}
+
+impl Default for DeferAbove {
+    fn default() -> Self {
+        Self::Limits(DeferLimits::default())
+    }
+}
+
+impl DeferAbove {
+    /// The limits in force; `None`: every tool is sent.
+    pub fn limits(&self) -> Option<DeferLimits> {
+        match self {
+            Self::Switch(false) => None,
+            Self::Switch(true) => Some(DeferLimits::default()),
+            Self::Limits(limits) => Some(*limits),
+        }
+    }
+}
+
+/// Past either of these the deferrable tools are held back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeferLimits {
+    /// Tools on offer, built-in ones included.
+    #[serde(default = "default_defer_tools")]
+    pub tools: usize,
+    /// Characters of their definitions as sent (the JSON of names, descriptions and schemas).
+    #[serde(default = "default_defer_schema_chars")]
+    pub schema_chars: usize,
+}
+
+impl Default for DeferLimits {
+    fn default() -> Self {
+        Self {
+            tools: default_defer_tools(),
+            schema_chars: default_defer_schema_chars(),
+        }
+    }
+}
+
+fn default_defer_tools() -> usize {
+    30
+}
+
+fn default_defer_schema_chars() -> usize {
+    12_000
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

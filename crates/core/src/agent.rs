@@ -10,7 +10,7 @@ use nanocrab_schema::{
     TaskId, ToolCall, ToolDef, ToolResult, TraceId, Usage,
 };
 use nanocrab_sessions::{CountedHistory, SessionEntry, SessionError, SessionStore, TokenCounter};
-use nanocrab_tools::{MemoryProvenance, ToolContext, ToolRegistry, fenced_sources};
+use nanocrab_tools::{MemoryProvenance, ToolContext, ToolRegistry, ToolSearch, fenced_sources};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -538,7 +538,20 @@ impl Agent {
                 }
             }
         }
-        let (system, tools) = self.prompt_and_tools(&registry, rag, channel.as_ref(), prompt_mode);
+        // Past `tools.deferAbove` the extensions' tools wait for tool_search, which loads what
+        // it finds for the rest of this turn.
+        let search = if profile.tools {
+            registry.defer()
+        } else {
+            None
+        };
+        let (system, tools) = self.prompt_and_tools(
+            &registry,
+            search.as_deref(),
+            rag,
+            channel.as_ref(),
+            prompt_mode,
+        );
         let mut budget = Budget::new(
             counter,
             &system,
@@ -563,6 +576,7 @@ impl Agent {
         // turn tries the primary again.
         let mut current = 0;
         let mut ctx = ctx.clone();
+        let mut loaded = 0;
 
         for iteration in 1..=max_iterations {
             if iteration > 1 {
@@ -573,7 +587,7 @@ impl Agent {
                 history.window(budget.history()),
                 retrieved.as_ref(),
                 &system,
-                tools,
+                budget.tools(),
                 budget.max_tokens,
                 &mut ctx,
             );
@@ -644,6 +658,12 @@ impl Agent {
             if cancel.is_cancelled() {
                 return self.interrupted(key, on_event, String::new(), usage, iteration);
             }
+            if let Some(search) = &search
+                && search.loaded_count() > loaded
+            {
+                loaded = search.loaded_count();
+                budget.offer(registry.offered(Some(search)));
+            }
 
             if repeats.refused >= MAX_REFUSED_REPEATS {
                 let text = "I stopped because I kept repeating the same tool call without making progress. Tell me how you'd like to continue.".to_owned();
@@ -663,26 +683,33 @@ impl Agent {
         self.stop(key, on_event, text, usage, max)
     }
 
-    /// What the model is told this turn: the system prompt, and the tools it may call. A
-    /// model without tool calling gets no tools, and a prompt that says so.
+    /// What the model is told this turn: the system prompt, and the tools it may call first
+    /// (with `search`, the tools it holds back are named in one line of the prompt). A model
+    /// without tool calling gets no tools, and a prompt that says so.
     fn prompt_and_tools<'r>(
         &self,
         registry: &'r ToolRegistry,
+        search: Option<&ToolSearch>,
         rag: bool,
         channel: Option<&ChannelInfo>,
         mode: PromptMode,
-    ) -> (String, &'r [ToolDef]) {
+    ) -> (String, Cow<'r, [ToolDef]>) {
         let profile = self.models.primary().profile;
-        let (tool_names, tools) = if profile.tools {
-            (registry.names(), registry.definitions())
+        let tools = if profile.tools {
+            registry.offered(search)
         } else {
-            (Vec::new(), &[][..])
+            Cow::Borrowed(&[][..])
         };
+        let tool_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
         let mut context = self
             .context
             .clone()
             .with_memory_by_retrieval(rag)
             .with_memory_provenance(self.provenance.clone());
+        if let Some(search) = search {
+            context = context
+                .with_deferred_tools(search.deferred().iter().map(|d| d.name.clone()).collect());
+        }
         if profile.compact_prompt {
             context = context.with_mode(PromptMode::Minimal);
         } else if mode != PromptMode::Full {

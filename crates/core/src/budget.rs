@@ -2,6 +2,8 @@
 //! beside the system prompt, the tool schemas and the answer, and how far the estimate of
 //! them is from what the provider counts.
 
+use std::borrow::Cow;
+
 use nanocrab_schema::{LlmMessage, ToolDef};
 use nanocrab_sessions::TokenCounter;
 
@@ -16,7 +18,9 @@ const MAX_TOKEN_RATIO: f64 = 4.0;
 pub(crate) struct Budget<'a> {
     counter: TokenCounter,
     system: &'a str,
-    tools: &'a [ToolDef],
+    /// The tools each request sends: all of them, or, when some are deferred, the ones
+    /// offered so far this turn.
+    tools: Cow<'a, [ToolDef]>,
     /// What is left of the window once the answer is accounted for, in counted tokens.
     room: usize,
     /// The system prompt and tool schemas, as first bounded.
@@ -38,7 +42,7 @@ impl<'a> Budget<'a> {
     pub(crate) fn new(
         counter: TokenCounter,
         system: &'a str,
-        tools: &'a [ToolDef],
+        tools: Cow<'a, [ToolDef]>,
         settings: &AgentSettings,
         model_window: Option<u32>,
         token_ratio: Option<f64>,
@@ -87,6 +91,22 @@ impl<'a> Budget<'a> {
         (fixed, self.room.saturating_sub(fixed).max(1_000))
     }
 
+    /// The tools the requests send.
+    pub(crate) fn tools(&self) -> &[ToolDef] {
+        &self.tools
+    }
+
+    /// Sends `tools` from now on (`tool_search` loaded some): what they take is left out of
+    /// the history's share, counted as the rest of the prompt is.
+    pub(crate) fn offer(&mut self, tools: Cow<'a, [ToolDef]>) {
+        self.tools = tools;
+        let counter = self.counter;
+        (self.fixed, self.history) = self.measure(|text| counter.bound_text(text));
+        if self.counted {
+            self.history = self.measure(|text| counter.count_text(text)).1;
+        }
+    }
+
     /// The tokens of history that fit.
     pub(crate) fn history(&self) -> usize {
         self.history
@@ -132,4 +152,36 @@ pub(crate) fn learn_ratio(old: Option<f64>, estimated: usize, reported: u64) -> 
     let ratio = old.map_or(seen, |old| old * 0.7 + seen * 0.3);
     old.is_none_or(|old| (old - ratio).abs() > old * 0.05)
         .then_some(ratio)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_offered_later_in_a_turn_take_their_share_of_the_window() {
+        let counter = TokenCounter::for_model("claude-sonnet-4-5");
+        let settings = AgentSettings {
+            max_tokens: 1_000,
+            temperature: None,
+            max_tool_iterations: 10,
+            context_window_tokens: 20_000,
+        };
+        let loaded = vec![ToolDef {
+            name: "github__create_issue".into(),
+            description: "Create an issue. ".repeat(200),
+            parameters: serde_json::json!({"type": "object"}),
+        }];
+        let mut budget = Budget::new(counter, "system", Cow::Borrowed(&[]), &settings, None, None);
+        let before = budget.history();
+        budget.offer(Cow::Borrowed(&loaded));
+        let tool = &loaded[0];
+        assert_eq!(
+            before - budget.history(),
+            counter.bound_text(&tool.name)
+                + counter.bound_text(&tool.description)
+                + counter.bound_text(&tool.parameters.to_string())
+        );
+        assert_eq!(budget.tools(), &loaded[..]);
+    }
 }

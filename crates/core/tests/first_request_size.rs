@@ -51,8 +51,56 @@ impl nanocrab_tools::Subagents for NoSubagents {
     }
 }
 
-#[test]
-fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
+/// An MCP server's tool: only its definition is measured.
+struct Extension(nanocrab_schema::ToolDef);
+
+impl nanocrab_tools::Tool for Extension {
+    fn definition(&self) -> nanocrab_schema::ToolDef {
+        self.0.clone()
+    }
+
+    fn prepare<'a>(
+        &'a self,
+        _: serde_json::Value,
+        _: &'a nanocrab_tools::ToolContext,
+    ) -> Result<nanocrab_tools::PreparedCall<'a>, nanocrab_tools::ToolError> {
+        Err(nanocrab_tools::ToolError::Rejected(
+            "only measured here".to_owned(),
+        ))
+    }
+}
+
+/// The parts of the first request, in characters.
+struct Sizes {
+    system: usize,
+    messages: usize,
+    schemas: usize,
+    tools: usize,
+}
+
+impl Sizes {
+    fn total(&self) -> usize {
+        self.system + self.messages + self.schemas
+    }
+}
+
+impl std::fmt::Display for Sizes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} characters (system prompt {}, messages {}, tool schemas {} for {} tools)",
+            self.total(),
+            self.system,
+            self.messages,
+            self.schemas,
+            self.tools
+        )
+    }
+}
+
+/// "hello" from a fresh workspace with every default tool and `extensions` (deferrable, as
+/// MCP tools are), under `tools` config.
+fn first_request(tools_config: &ToolsConfig, extensions: Vec<nanocrab_schema::ToolDef>) -> Sizes {
     let dir = tempfile::tempdir().unwrap();
     write_templates(dir.path()).unwrap();
     let index = nanocrab_memory::IndexSetup {
@@ -61,8 +109,8 @@ fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
         sessions: None,
         embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
     };
-    let tools = nanocrab_tools::builtin_registry(
-        &ToolsConfig::default(),
+    let mut tools = nanocrab_tools::builtin_registry(
+        tools_config,
         dir.path(),
         None,
         None,
@@ -88,6 +136,12 @@ fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
         },
     )
     .unwrap();
+    for definition in extensions {
+        tools.register_deferrable(std::sync::Arc::new(Extension(definition)));
+    }
+    // As a turn does: past `tools.deferAbove` the extensions wait for tool_search.
+    let search = tools.defer();
+    let offered = tools.offered(search.as_deref());
     let runtime = RuntimeInfo {
         now: "2026-11-22T14:05:00+01:00[Europe/Berlin]".parse().unwrap(),
         os: "linux x86_64".into(),
@@ -102,6 +156,7 @@ fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
         os: "linux".into(),
         ..nanocrab_skills::Host::default()
     };
+    let names: Vec<String> = offered.iter().map(|d| d.name.clone()).collect();
     let system = ContextBuilder::new(dir.path())
         .with_skills(
             nanocrab_skills::SkillRoots::new(
@@ -114,22 +169,52 @@ fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
             std::sync::Arc::new(host),
             Some(home.path().to_path_buf()),
         )
-        .build(&tools.names(), None, &runtime);
+        .with_deferred_tools(
+            search
+                .iter()
+                .flat_map(|s| s.deferred())
+                .map(|d| d.name.clone())
+                .collect(),
+        )
+        .build(&names, None, &runtime);
     let messages = serde_json::to_string(&[LlmMessage::user("hello")]).unwrap();
-    let schemas = serde_json::to_string(&tools.definitions()).unwrap();
+    let schemas = serde_json::to_string(&offered).unwrap();
+    Sizes {
+        system: system.len(),
+        messages: messages.len(),
+        schemas: schemas.len(),
+        tools: offered.len(),
+    }
+}
 
-    let total = system.len() + messages.len() + schemas.len();
-    eprintln!(
-        "first request: {total} characters (system prompt {}, messages {}, tool schemas {})",
-        system.len(),
-        messages.len(),
-        schemas.len()
+/// 40 tools of three MCP servers: `everything` and `filesystem` as their `tools/list` gives
+/// them, `github` written after the GitHub server's.
+fn mcp_tools() -> Vec<nanocrab_schema::ToolDef> {
+    serde_json::from_str(include_str!("../../tools/tests/fixtures/mcp-tools.json")).unwrap()
+}
+
+#[test]
+fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
+    let sizes = first_request(&ToolsConfig::default(), Vec::new());
+    eprintln!("first request: {sizes}");
+    assert!(sizes.total() < 6_000, "first request is {sizes}");
+}
+
+/// Rerun with `cargo test -p nanocrab-core --test first_request_size -- --nocapture` for the
+/// figures in docs/benchmarks.md.
+#[test]
+fn hello_with_three_mcp_servers_of_40_tools_is_under_8000_characters() {
+    let deferred = first_request(&ToolsConfig::default(), mcp_tools());
+    let all = first_request(
+        &ToolsConfig {
+            defer_above: nanocrab_config::DeferAbove::Switch(false),
+            ..ToolsConfig::default()
+        },
+        mcp_tools(),
     );
-    assert!(
-        total < 6_000,
-        "first request is {total} characters: system prompt {}, messages {}, tool schemas {}",
-        system.len(),
-        messages.len(),
-        schemas.len()
-    );
+    eprintln!("first request with 40 MCP tools, deferred: {deferred}");
+    eprintln!("first request with 40 MCP tools, deferAbove false: {all}");
+    assert_eq!(deferred.tools, 12, "the 11 default tools and tool_search");
+    assert_eq!(all.tools, 51);
+    assert!(deferred.total() < 8_000, "first request is {deferred}");
 }

@@ -78,11 +78,13 @@ pub fn builtin_registry(
         PathGuard::new(workspace, config, home)?.with_skill_folders(&policy.skill_folders),
     );
     let exec_policy = ExecPolicy::new(&config.exec)?;
-    let mut registry = ToolRegistry::new().with_policy(ToolPolicy {
-        grants: grants_from_config(&config.grants, "tools.grants", home)?,
-        approval_timeout: Duration::from_secs(config.approvals.timeout),
-        ..policy
-    });
+    let mut registry = ToolRegistry::new()
+        .with_policy(ToolPolicy {
+            grants: grants_from_config(&config.grants, "tools.grants", home)?,
+            approval_timeout: Duration::from_secs(config.approvals.timeout),
+            ..policy
+        })
+        .with_defer_above(config.defer_above.limits());
     registry.register(Arc::new(ReadFileTool::new(Arc::clone(&guard))));
     let history = registry.policy().workspace_history.clone();
     registry.register(Arc::new(WriteFileTool::new(

@@ -1,7 +1,8 @@
 //! Tools the agent can call, and the built-in set: read_file, write_file, edit_file,
 //! list_dir and exec, each checked by nanocrab-policy before it touches anything, then the
 //! tools its caller adds (nanocrab-memory's memory_search and memory_get); with the `wasm`
-//! feature, custom WASM tools from `workspace/tools/`.
+//! feature, custom WASM tools from `workspace/tools/`. Past `tools.deferAbove` the extensions'
+//! tools are held back for `tool_search` to find.
 
 mod access;
 mod arguments;
@@ -19,6 +20,7 @@ mod read_file;
 mod registry;
 mod spawn;
 mod tool;
+mod tool_search;
 mod untrusted;
 #[cfg(feature = "wasm")]
 pub mod wasm;
@@ -46,5 +48,6 @@ pub use spawn::{
     SubagentsArgs, SubagentsTool,
 };
 pub use tool::{GuestFailure, PreparedCall, Provenance, Tool, ToolContext, ToolError, ToolOutput};
+pub use tool_search::{TOOL_SEARCH, ToolSearch, ToolSearchArgs, deferred_sources};
 pub use untrusted::{UNTRUSTED_TAG, fenced_sources, wrap_untrusted};
 pub use workspace_history::{Change, ContentDigest, HistoryError, Version, WorkspaceHistory};

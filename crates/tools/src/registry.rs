@@ -1,7 +1,9 @@
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nanocrab_config::DeferLimits;
 use nanocrab_policy::{
     APPROVAL_ID_LEN, ApprovalAnswer, ApprovalRecord, ApprovalRequest, ApprovalResult, Approver,
     AuditLog, AuditRecord, CallStatus, Capability, CapabilityGrant, CapabilityPattern, GrantSource,
@@ -13,6 +15,7 @@ use nanocrab_schema::{
 use tracing::Instrument as _;
 
 use crate::tool::{Provenance, Tool, ToolContext, ToolError};
+use crate::tool_search::ToolSearch;
 use crate::untrusted::wrap_untrusted;
 use crate::workspace_history::WorkspaceHistory;
 
@@ -74,17 +77,51 @@ impl Default for ToolPolicy {
 /// The tools one agent may call, by name, and the policy point every call goes through.
 /// Cheap to clone (each turn takes its own copy): the tools, their definitions and the policy
 /// are shared until one of them changes.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ToolRegistry {
-    tools: Arc<Vec<Arc<dyn Tool>>>,
+    tools: Arc<Vec<Registered>>,
     /// The tools' definitions, in the same order, each built once when its tool is
     /// registered: deriving a schema is not free, and the model is sent them every call.
     definitions: Arc<Vec<ToolDef>>,
+    /// Past these (`tools.deferAbove`) the deferrable tools are held back; `None`: never.
+    defer_above: Option<DeferLimits>,
     policy: Arc<ToolPolicy>,
     /// "Always allow for this session" grants; they live as long as the process.
     session_grants: Arc<Mutex<HashMap<SessionKey, Grants>>>,
     /// The skills with grants each recent run has read, oldest first.
     skills_read: Arc<Mutex<VecDeque<(RunId, String)>>>,
+}
+
+impl Default for ToolRegistry {
+    fn default() -> Self {
+        Self {
+            tools: Arc::default(),
+            definitions: Arc::default(),
+            defer_above: Some(DeferLimits::default()),
+            policy: Arc::default(),
+            session_grants: Arc::default(),
+            skills_read: Arc::default(),
+        }
+    }
+}
+
+/// A tool as registered.
+#[derive(Clone)]
+struct Registered {
+    tool: Arc<dyn Tool>,
+    offered: Offered,
+    /// Characters of its definition as sent (its JSON).
+    schema_chars: usize,
+}
+
+/// Whether a tool is sent with every request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Offered {
+    /// A built-in tool: always sent.
+    Always,
+    /// An extension's (a WASM or MCP tool): held back, for `tool_search` to find, when the
+    /// tools on offer are past `tools.deferAbove`.
+    Deferrable,
 }
 
 /// How the policy let a call through.
@@ -118,12 +155,83 @@ impl ToolRegistry {
         Arc::make_mut(&mut self.policy).approver = approver;
     }
 
-    /// Adds a tool; a later tool with the same name replaces the earlier one.
+    /// Past `limits` (`tools.deferAbove`) the deferrable tools are held back from the
+    /// requests; `None` sends every tool with every request.
+    pub fn with_defer_above(mut self, limits: Option<DeferLimits>) -> Self {
+        self.defer_above = limits;
+        self
+    }
+
+    /// Adds a built-in tool, sent with every request; a later tool with the same name
+    /// replaces the earlier one.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.add(tool, Offered::Always);
+    }
+
+    /// Adds an extension's tool (a WASM or MCP tool), which is held back for `tool_search`
+    /// when the tools on offer are past `tools.deferAbove`; a later tool with the same name
+    /// replaces the earlier one.
+    pub fn register_deferrable(&mut self, tool: Arc<dyn Tool>) {
+        self.add(tool, Offered::Deferrable);
+    }
+
+    fn add(&mut self, tool: Arc<dyn Tool>, offered: Offered) {
         let definition = tool.definition();
         self.unregister(&definition.name);
-        Arc::make_mut(&mut self.tools).push(tool);
+        // A definition is a name, a description and a JSON value: it always serializes.
+        let schema_chars = serde_json::to_string(&definition).map_or(0, |json| json.len());
+        Arc::make_mut(&mut self.tools).push(Registered {
+            tool,
+            offered,
+            schema_chars,
+        });
         Arc::make_mut(&mut self.definitions).push(definition);
+    }
+
+    /// When the tools on offer are past `tools.deferAbove` (more tools, or more characters of
+    /// definitions as one JSON list), holds every deferrable tool back: registers
+    /// `tool_search`, which finds and loads them, and returns it. `None`: every tool is sent
+    /// (within the limits, or nothing deferrable). Meant for a turn's own copy.
+    pub fn defer(&mut self) -> Option<Arc<ToolSearch>> {
+        let limits = self.defer_above?;
+        // As one JSON list: the brackets and a comma between two.
+        let schema_chars = self.tools.iter().map(|t| t.schema_chars).sum::<usize>()
+            + self.tools.len().saturating_sub(1)
+            + 2;
+        if self.tools.len() <= limits.tools && schema_chars <= limits.schema_chars {
+            return None;
+        }
+        let deferred: Vec<ToolDef> = self
+            .tools
+            .iter()
+            .zip(self.definitions.iter())
+            .filter(|(registered, _)| registered.offered == Offered::Deferrable)
+            .map(|(_, definition)| definition.clone())
+            .collect();
+        if deferred.is_empty() {
+            return None;
+        }
+        let search = Arc::new(ToolSearch::new(deferred));
+        self.register(search.clone());
+        Some(search)
+    }
+
+    /// The definitions a request sends: all of them, or, when `search` holds the deferrable
+    /// tools back, the built-in ones (with `tool_search`) and those it has loaded, in the
+    /// order it loaded them.
+    pub fn offered(&self, search: Option<&ToolSearch>) -> Cow<'_, [ToolDef]> {
+        let Some(search) = search else {
+            return Cow::Borrowed(self.definitions.as_slice());
+        };
+        let mut offered: Vec<ToolDef> = self
+            .tools
+            .iter()
+            .zip(self.definitions.iter())
+            .filter(|(registered, _)| registered.offered == Offered::Always)
+            .map(|(_, definition)| definition.clone())
+            .collect();
+        offered.extend(search.loaded());
+        Cow::Owned(offered)
     }
 
     /// Removes the tool called `name`; says whether there was one.
@@ -234,7 +342,7 @@ impl ToolRegistry {
             .definitions
             .iter()
             .position(|d| d.name == call.name)
-            .map(|index| &self.tools[index])
+            .map(|index| &self.tools[index].tool)
         else {
             record.status = CallStatus::Error;
             return ToolResult::error(

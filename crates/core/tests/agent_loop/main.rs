@@ -29,6 +29,7 @@ mod autonomous;
 mod budget;
 mod compaction;
 mod consolidation;
+mod deferred;
 mod fallback;
 mod housekeeping;
 mod interruption;

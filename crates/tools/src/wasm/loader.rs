@@ -14,6 +14,7 @@ use super::ticker::Ticker;
 use super::tool::WasmTool;
 use super::{MANIFEST_FILE, MODULE_FILE, WasmLoadError};
 use crate::registry::ToolRegistry;
+use crate::tool_search::TOOL_SEARCH;
 use nanocrab_config::http::Timeouts;
 
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +115,8 @@ impl WasmTools {
         let mut refusals = BTreeSet::new();
         for (name, entry) in &self.entries {
             let outcome = entry.compiled.clone().and_then(|tool| {
-                if others.contains(name) {
+                // `tool_search` joins a turn's own copy of the registry, after this scan.
+                if others.contains(name) || name == TOOL_SEARCH {
                     return Err(WasmLoadError::NameTaken {
                         tool: name.clone(),
                         dir: tool.dir().to_path_buf(),
@@ -141,7 +143,7 @@ impl WasmTools {
         }
         for (name, tool) in &ready {
             if !self.registered.contains(name) || changed.contains(name) {
-                registry.register(Arc::new(tool.clone()));
+                registry.register_deferrable(Arc::new(tool.clone()));
                 scan.loaded.push(name.clone());
             }
         }
