@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::error::ConfigError;
 use crate::routing::DEFAULT_AGENT_ID;
-use crate::types::{CONFIG_VERSION, Config, Unresolved};
+use crate::types::{CONFIG_VERSION, Config, McpTransport, Unresolved};
 
 /// A loaded configuration and whether it came from a file.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,8 +59,8 @@ pub fn parse(
     resolve_placeholders(path, &mut value, &mut Vec::new(), env, &mut unresolved);
     let mut config: Config = serde_path_to_error::deserialize(&value)
         .map_err(|err| deserialize_error(path.to_path_buf(), &value, &err))?;
-    validate(path, &config)?;
     config.unresolved = unresolved;
+    validate(path, &config)?;
     Ok(config)
 }
 
@@ -498,6 +498,7 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
             .map_err(|(field, message)| invalid(&format!("{key}.{field}"), message))?;
     }
     validate_routing(config).map_err(|(key, message)| invalid(&key, message))?;
+    validate_mcp_servers(config).map_err(|(key, message)| invalid(&key, message))?;
     config
         .models
         .check()
@@ -531,6 +532,120 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
                         ),
                     ));
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The MCP servers of every agent; an error is the key and why.
+fn validate_mcp_servers(config: &Config) -> Result<(), (String, String)> {
+    if let Some(name) = config
+        .mcp_servers
+        .keys()
+        .find(|name| config.tools.mcp_servers.contains_key(*name))
+    {
+        return Err((
+            format!("mcpServers.{name}"),
+            format!("the server `{name}` is also in tools.mcpServers; keep one of the two entries"),
+        ));
+    }
+    let tools = std::iter::once(("tools".to_owned(), &config.tools)).chain(
+        config.agents.entries.iter().filter_map(|(id, entry)| {
+            Some((format!("agents.entries.{id}.tools"), entry.tools.as_ref()?))
+        }),
+    );
+    let servers = tools
+        .flat_map(|(prefix, tools)| {
+            tools
+                .mcp_servers
+                .iter()
+                .map(move |(name, server)| (format!("{prefix}.mcpServers.{name}"), name, server))
+        })
+        .chain(
+            config
+                .mcp_servers
+                .iter()
+                .map(|(name, server)| (format!("mcpServers.{name}"), name, server)),
+        );
+    for (key, name, server) in servers {
+        if name.trim().is_empty() || name.contains(':') {
+            return Err((
+                key,
+                "a server's name is not empty and has no `:` (its tools' capabilities are \
+                 `mcp:<server>:<tool>`)"
+                    .to_owned(),
+            ));
+        }
+        // A `${VAR}` left unset takes its key out; the server then fails when it is started,
+        // saying which variable, rather than every command here.
+        let unset = |field: &str| {
+            config
+                .unresolved
+                .iter()
+                .any(|u| u.key == format!("{key}.{field}"))
+        };
+        match (server.transport, &server.command, &server.url) {
+            (Some(McpTransport::Sse), _, _) => {
+                return Err((
+                    format!("{key}.type"),
+                    "the legacy SSE transport is not supported; use the server's Streamable \
+                     HTTP endpoint (often the same address ending in /mcp rather than /sse) \
+                     with \"type\": \"http\""
+                        .to_owned(),
+                ));
+            }
+            (_, Some(_), Some(_)) => {
+                return Err((
+                    key,
+                    "has both `command` and `url`: give `command` (and `args`) for a program \
+                     nanocrab starts, or `url` for a Streamable HTTP server"
+                        .to_owned(),
+                ));
+            }
+            (_, None, None) if !unset("command") && !unset("url") => {
+                return Err((
+                    key,
+                    "needs `command` (a program nanocrab starts, with `args`) or `url` (a \
+                     Streamable HTTP endpoint)"
+                        .to_owned(),
+                ));
+            }
+            (Some(McpTransport::Stdio), None, Some(_)) => {
+                return Err((
+                    format!("{key}.type"),
+                    "is `stdio`, which needs `command`, not `url`; use \"type\": \"http\" \
+                     for a URL"
+                        .to_owned(),
+                ));
+            }
+            (Some(McpTransport::Http), Some(_), None) => {
+                return Err((
+                    format!("{key}.type"),
+                    "is `http`, which needs `url`, not `command`; use \"type\": \"stdio\" \
+                     for a program"
+                        .to_owned(),
+                ));
+            }
+            (_, None, Some(url))
+                if !(url.starts_with("http://") || url.starts_with("https://")) =>
+            {
+                return Err((
+                    format!("{key}.url"),
+                    "must be an http:// or https:// URL".to_owned(),
+                ));
+            }
+            (None | Some(McpTransport::Stdio | McpTransport::Http), _, _) => {}
+        }
+        for (field, value) in [
+            ("toolTimeout", server.tool_timeout),
+            ("startupTimeout", server.startup_timeout),
+        ] {
+            if value == 0 {
+                return Err((
+                    format!("{key}.{field}"),
+                    "0 is too small; allowed: at least 1 (seconds)".to_owned(),
+                ));
             }
         }
     }
@@ -860,6 +975,174 @@ mod tests {
                 "/h/config.json: `gateway.queue.cap`: 0 is too small; allowed: at least 1",
                 "/h/config.json: `channels.telegram.dmPolicy`: unknown value; allowed: pairing, allowlist, open, disabled",
                 "/h/config.json: unknown key `channels.telegram.requireMentoin`: did you mean `requireMention`?",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_claude_desktop_mcp_servers_block_loads_at_the_top_level_and_under_tools() {
+        let block = r#"{
+            "filesystem": {
+                "command": "npx",
+                "args": ["-y", "@modelcontextprotocol/server-filesystem", "/Users/me/Desktop"]
+            },
+            "github": {
+                "command": "docker",
+                "args": ["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"],
+                "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "<YOUR_TOKEN>"}
+            }
+        }"#;
+        let top = parse(
+            Path::new("/h/config.json"),
+            &format!(r#"{{"mcpServers": {block}}}"#),
+            &no_env,
+        )
+        .unwrap();
+        let under_tools = parse(
+            Path::new("/h/config.json"),
+            &format!(r#"{{"tools": {{"mcpServers": {block}}}}}"#),
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(top.mcp_servers, under_tools.tools.mcp_servers);
+        let github = &top.mcp_servers["github"];
+        assert_eq!(
+            github,
+            &crate::McpServerConfig {
+                transport: None,
+                command: Some("docker".to_owned()),
+                args: [
+                    "run",
+                    "-i",
+                    "--rm",
+                    "-e",
+                    "GITHUB_PERSONAL_ACCESS_TOKEN",
+                    "ghcr.io/github/github-mcp-server"
+                ]
+                .map(str::to_owned)
+                .to_vec(),
+                env: [(
+                    "GITHUB_PERSONAL_ACCESS_TOKEN".to_owned(),
+                    "<YOUR_TOKEN>".to_owned()
+                )]
+                .into(),
+                cwd: None,
+                url: None,
+                headers: std::collections::BTreeMap::new(),
+                tool_timeout: 60,
+                startup_timeout: 10,
+                enabled_tools: None,
+                disabled: false,
+            }
+        );
+        let keys = |config: &Config| {
+            config
+                .mcp_servers_of("main")
+                .into_iter()
+                .map(|(key, name, _)| (key, name.to_owned()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            keys(&top),
+            [
+                ("mcpServers.filesystem".to_owned(), "filesystem".to_owned()),
+                ("mcpServers.github".to_owned(), "github".to_owned())
+            ]
+        );
+        assert_eq!(
+            keys(&under_tools),
+            [
+                (
+                    "tools.mcpServers.filesystem".to_owned(),
+                    "filesystem".to_owned()
+                ),
+                ("tools.mcpServers.github".to_owned(), "github".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn mcp_servers_take_nanobot_spellings_http_headers_and_placeholders() {
+        let env = |name: &str| (name == "TOKEN").then(|| "tok-123456789".to_owned());
+        let config = parse(
+            Path::new("/h/config.json"),
+            r#"{"tools": {"mcpServers": {
+                "remote": {"url": "https://mcp.example.com/mcp", "type": "streamable-http",
+                           "headers": {"Authorization": "Bearer ${TOKEN}"},
+                           "tool_timeout": 30, "enabled_tools": ["search"]},
+                "local": {"command": "uvx", "args": ["mcp-server-time"], "type": "stdio",
+                          "toolTimeout": 5, "enabledTools": ["*"], "disabled": true},
+                "later": {"url": "${UNSET_URL}"}
+            }},
+            "agents": {"entries": {"work": {"tools": {"mcpServers": {"own": {"url": "http://127.0.0.1:1/mcp", "type": "streamableHttp"}}}}}}}"#,
+            &env,
+        )
+        .unwrap();
+        let servers = &config.tools.mcp_servers;
+        let remote = &servers["remote"];
+        assert_eq!(remote.transport, Some(McpTransport::Http));
+        assert_eq!(
+            remote.headers["Authorization"], "Bearer tok-123456789",
+            "placeholders are filled in"
+        );
+        assert_eq!(remote.tool_timeout, 30);
+        assert!(remote.offers("search") && !remote.offers("delete"));
+        let local = &servers["local"];
+        assert_eq!((local.tool_timeout, local.disabled), (5, true));
+        assert!(local.offers("anything"));
+        assert_eq!(servers["later"].url, None);
+        assert_eq!(
+            config
+                .require("tools.mcpServers.later")
+                .unwrap_err()
+                .to_string(),
+            "/h/config.json: `tools.mcpServers.later.url` uses ${UNSET_URL} but the environment variable UNSET_URL is not set"
+        );
+        assert_eq!(
+            config
+                .mcp_servers_of("work")
+                .into_iter()
+                .map(|(key, _, server)| (key, server.transport))
+                .collect::<Vec<_>>(),
+            [(
+                "agents.entries.work.tools.mcpServers.own".to_owned(),
+                Some(McpTransport::Http)
+            )]
+        );
+    }
+
+    #[test]
+    fn mcp_server_mistakes_name_the_file_and_key() {
+        let errors: Vec<String> = [
+            r#"{"mcpServers": {"x": {"command": "a", "url": "http://h/mcp"}}}"#,
+            r#"{"mcpServers": {"x": {"url": "http://h/sse", "type": "sse"}}}"#,
+            r#"{"mcpServers": {"x": {"command": "a", "autoApprove": []}}}"#,
+            r#"{"mcpServers": {"x": {}}}"#,
+            r#"{"tools": {"mcpServers": {"x": {"url": "h/mcp"}}}}"#,
+            r#"{"tools": {"mcpServers": {"x": {"url": "http://h/mcp", "type": "stdio"}}}}"#,
+            r#"{"tools": {"mcpServers": {"x": {"command": "a", "toolTimeout": 0}}}}"#,
+            r#"{"tools": {"mcpServers": {"x": {"command": "a", "type": "websocket"}}}}"#,
+            r#"{"tools": {"mcpServers": {"a:b": {"command": "a"}}}}"#,
+            r#"{"mcpServers": {"x": {"command": "a"}}, "tools": {"mcpServers": {"x": {"command": "b"}}}}"#,
+            r#"{"agents": {"entries": {"w": {"tools": {"mcpServers": {"x": {"command": "a", "url": "http://h"}}}}}}}"#,
+        ]
+        .iter()
+        .map(|text| error(text))
+        .collect();
+        assert_eq!(
+            errors,
+            [
+                "/h/config.json: `mcpServers.x`: has both `command` and `url`: give `command` (and `args`) for a program nanocrab starts, or `url` for a Streamable HTTP server",
+                "/h/config.json: `mcpServers.x.type`: the legacy SSE transport is not supported; use the server's Streamable HTTP endpoint (often the same address ending in /mcp rather than /sse) with \"type\": \"http\"",
+                "/h/config.json: unknown key `mcpServers.x.autoApprove` (valid keys here: type, command, args, env, cwd, url, headers, toolTimeout, tool_timeout, startupTimeout, startup_timeout, enabledTools, enabled_tools, disabled)",
+                "/h/config.json: `mcpServers.x`: needs `command` (a program nanocrab starts, with `args`) or `url` (a Streamable HTTP endpoint)",
+                "/h/config.json: `tools.mcpServers.x.url`: must be an http:// or https:// URL",
+                "/h/config.json: `tools.mcpServers.x.type`: is `stdio`, which needs `command`, not `url`; use \"type\": \"http\" for a URL",
+                "/h/config.json: `tools.mcpServers.x.toolTimeout`: 0 is too small; allowed: at least 1 (seconds)",
+                "/h/config.json: `tools.mcpServers.x.type`: unknown value; allowed: stdio, http, streamable-http, streamableHttp, sse",
+                "/h/config.json: `tools.mcpServers.a:b`: a server's name is not empty and has no `:` (its tools' capabilities are `mcp:<server>:<tool>`)",
+                "/h/config.json: `mcpServers.x`: the server `x` is also in tools.mcpServers; keep one of the two entries",
+                "/h/config.json: `agents.entries.w.tools.mcpServers.x`: has both `command` and `url`: give `command` (and `args`) for a program nanocrab starts, or `url` for a Streamable HTTP server",
             ]
         );
     }

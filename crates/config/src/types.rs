@@ -49,6 +49,10 @@ pub struct Config {
     /// Where skills come from besides the workspace, and which are switched off.
     #[serde(default, skip_serializing_if = "SkillsConfig::is_default")]
     pub skills: SkillsConfig,
+    /// MCP servers, as Claude Desktop's `mcpServers` block: the same as `tools.mcpServers`
+    /// (a name may be in only one of them), for the agents without `tools` of their own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// `${VAR}` placeholders whose variable was not set when the file was read. Their keys
     /// are left out, as if absent, so that a command that never reads them still runs; one
     /// that does asks [`Config::require`] first. Never written to a file.
@@ -86,6 +90,30 @@ impl Config {
         })
     }
 
+    /// The MCP servers of agent `id` (`main` or an `agents.entries` id), each with the key it
+    /// is configured at (`tools.mcpServers.github`, `mcpServers.github`): its `tools` section's
+    /// and, for an agent without `tools` of its own, the top-level `mcpServers` too.
+    pub fn mcp_servers_of(&self, id: &str) -> Vec<(String, &str, &McpServerConfig)> {
+        let own = self.agents.entries.get(id).and_then(|e| e.tools.as_ref());
+        let (prefix, tools) = match own {
+            Some(tools) => (format!("agents.entries.{id}.tools"), tools),
+            None => ("tools".to_owned(), &self.tools),
+        };
+        let mut servers: Vec<(String, &str, &McpServerConfig)> = tools
+            .mcp_servers
+            .iter()
+            .map(|(name, server)| (format!("{prefix}.mcpServers.{name}"), name.as_str(), server))
+            .collect();
+        if own.is_none() {
+            servers.extend(
+                self.mcp_servers
+                    .iter()
+                    .map(|(name, server)| (format!("mcpServers.{name}"), name.as_str(), server)),
+            );
+        }
+        servers
+    }
+
     /// Fails with the first placeholder at or below `prefix` whose variable is not set: the
     /// values there are needed, and running without them would quietly use defaults instead.
     pub fn require(&self, prefix: &str) -> Result<(), crate::ConfigError> {
@@ -111,6 +139,7 @@ impl Default for Config {
             models: ModelsConfig::default(),
             cron: CronConfig::default(),
             skills: SkillsConfig::default(),
+            mcp_servers: BTreeMap::new(),
             unresolved: Vec::new(),
         }
     }
@@ -943,6 +972,10 @@ pub struct ToolsConfig {
     /// sends every tool every time.
     #[serde(default)]
     pub defer_above: DeferAbove,
+    /// MCP servers whose tools the agent is offered as `<server>__<tool>`, in Claude Desktop's
+    /// shape. Each call needs the capability `mcp:<server>:<tool>` (grant `mcp:<server>:*`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
 }
 
 impl Default for ToolsConfig {
@@ -955,6 +988,7 @@ impl Default for ToolsConfig {
             grants: Vec::new(),
             approvals: ApprovalsConfig::default(),
             defer_above: DeferAbove::default(),
+            mcp_servers: BTreeMap::new(),
         }
     }
 }
@@ -1027,12 +1061,105 @@ impl Default for DeferLimits {
     }
 }
 
+/// One MCP server, as Claude Desktop, Claude Code, Cursor and nanobot write it: a program
+/// started with `command` and `args` (stdio), or a Streamable HTTP endpoint at `url`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// How to reach it; default: `stdio` with `command`, `http` with `url`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<McpTransport>,
+    /// The program of a stdio server (`npx`, `uvx`, `node`, a path), looked up in `PATH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Variables the program gets besides `PATH`, `HOME`, `USER`, `LANG`, `LC_*`, `TERM`,
+    /// `TMPDIR` and `TZ` (none of nanocrab's own, such as provider keys). Their values are
+    /// secrets: redacted wherever nanocrab shows or logs text.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The program's working directory; default: nanocrab's. `~` is expanded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// The Streamable HTTP endpoint (`https://example.com/mcp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// HTTP headers sent with every request, such as `"Authorization": "Bearer ${TOKEN}"`.
+    /// Their values are secrets, as `env`'s are.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Seconds a tool call may take before it is cancelled and the model told so.
+    #[serde(
+        default = "default_mcp_tool_timeout",
+        alias = "tool_timeout",
+        skip_serializing_if = "is_default_mcp_tool_timeout"
+    )]
+    pub tool_timeout: u64,
+    /// Seconds a turn waits for the server to start; it goes on starting in the background,
+    /// and its tools are offered from the turn after it is up.
+    #[serde(
+        default = "default_mcp_startup_timeout",
+        alias = "startup_timeout",
+        skip_serializing_if = "is_default_mcp_startup_timeout"
+    )]
+    pub startup_timeout: u64,
+    /// The server's tools offered to the agent, by their name on the server; default (or
+    /// `["*"]`): all.
+    #[serde(
+        default,
+        alias = "enabled_tools",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub enabled_tools: Option<Vec<String>>,
+    /// Keep the entry without starting the server.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
+}
+
+impl McpServerConfig {
+    /// Whether the server's tool `name` is offered (`enabledTools`).
+    pub fn offers(&self, name: &str) -> bool {
+        match &self.enabled_tools {
+            None => true,
+            Some(names) => names.iter().any(|n| n == "*" || n == name),
+        }
+    }
+}
+
 fn default_defer_tools() -> usize {
     30
 }
 
 fn default_defer_schema_chars() -> usize {
     12_000
+}
+
+/// `mcpServers.<name>.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum McpTransport {
+    /// A program nanocrab starts, spoken to on its stdin and stdout.
+    #[serde(rename = "stdio")]
+    Stdio,
+    /// Streamable HTTP.
+    #[serde(rename = "http", alias = "streamable-http", alias = "streamableHttp")]
+    Http,
+    /// The legacy HTTP+SSE transport, which nanocrab does not speak: an error that says so.
+    #[serde(rename = "sse")]
+    Sse,
+}
+
+fn default_mcp_tool_timeout() -> u64 {
+    60
+}
+fn is_default_mcp_tool_timeout(seconds: &u64) -> bool {
+    *seconds == default_mcp_tool_timeout()
+}
+fn default_mcp_startup_timeout() -> u64 {
+    10
+}
+fn is_default_mcp_startup_timeout(seconds: &u64) -> bool {
+    *seconds == default_mcp_startup_timeout()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

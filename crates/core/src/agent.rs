@@ -10,7 +10,9 @@ use nanocrab_schema::{
     TaskId, ToolCall, ToolDef, ToolResult, TraceId, Usage,
 };
 use nanocrab_sessions::{CountedHistory, SessionEntry, SessionError, SessionStore, TokenCounter};
-use nanocrab_tools::{MemoryProvenance, ToolContext, ToolRegistry, ToolSearch, fenced_sources};
+use nanocrab_tools::{
+    MemoryProvenance, ToolContext, ToolRegistry, ToolSearch, ToolSource, fenced_sources,
+};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -123,6 +125,8 @@ pub struct Agent {
     /// Behind a lock so a refresh can change it between turns; each turn uses its own copy.
     tools: std::sync::Mutex<ToolRegistry>,
     refresh: std::sync::Mutex<Option<ToolRefresh>>,
+    /// Tools from outside the registry (MCP servers), added to each turn's copy.
+    sources: Vec<std::sync::Arc<dyn ToolSource>>,
     store: SessionStore,
     context: ContextBuilder,
     settings: AgentSettings,
@@ -146,6 +150,7 @@ impl Agent {
             models,
             tools: std::sync::Mutex::new(tools),
             refresh: std::sync::Mutex::new(None),
+            sources: Vec::new(),
             store,
             context,
             settings,
@@ -343,6 +348,12 @@ impl Agent {
         self
     }
 
+    /// Adds the tools of `source` to every turn, as it has them when the turn starts.
+    pub fn with_tool_source(mut self, source: std::sync::Arc<dyn ToolSource>) -> Self {
+        self.sources.push(source);
+        self
+    }
+
     /// The tool set for one turn, refreshed first.
     fn current_tools(&self) -> ToolRegistry {
         let mut tools = self
@@ -366,9 +377,14 @@ impl Agent {
         self
     }
 
-    /// The names of the tools a turn starting now is offered (before a run's own subset).
+    /// The names of the tools a turn starting now is offered (before a run's own subset),
+    /// of those its tool sources have ready.
     pub fn tool_names(&self) -> Vec<String> {
-        self.current_tools().names()
+        let mut tools = self.current_tools();
+        for tool in self.sources.iter().flat_map(|source| source.known_tools()) {
+            tools.register_deferrable(tool);
+        }
+        tools.names()
     }
 
     pub fn store(&self) -> &SessionStore {
@@ -531,6 +547,11 @@ impl Agent {
 
         let profile = self.models.primary().profile;
         let mut registry = self.current_tools();
+        for source in &self.sources {
+            for tool in source.tools().await {
+                registry.register_deferrable(tool);
+            }
+        }
         if let Some(only) = &only_tools {
             for name in registry.names() {
                 if !only.contains(&name) {

@@ -97,6 +97,12 @@ pub enum Command {
         #[command(subcommand)]
         command: SkillsCommand,
     },
+    /// MCP servers (tools.mcpServers, mcpServers): their state and tools, and a tool called by
+    /// hand.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     /// Config file helpers.
     Config {
         #[command(subcommand)]
@@ -471,6 +477,32 @@ pub enum WorkspaceCommand {
         path: String,
         #[arg(value_name = "VERSION")]
         number: u32,
+        #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
+        agent: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Every MCP server of an agent, started to be listed: transport, state, tools, and why
+    /// one failed with the last lines it wrote to stderr.
+    List {
+        /// Print them as a JSON array.
+        #[arg(long)]
+        json: bool,
+        /// Whose servers (`main` or an agents.entries id).
+        #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
+        agent: String,
+    },
+    /// Call a tool of a server (by its name on the server) with JSON arguments and print the
+    /// result as the model would get it; fails when the tool reports an error. No grant is
+    /// needed: you are the one asking.
+    Call {
+        server: String,
+        tool: String,
+        /// The arguments, a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
         #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
         agent: String,
     },

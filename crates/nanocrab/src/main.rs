@@ -115,6 +115,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Audit { command } => commands::audit::run(&env, command),
         Command::Workspace { command } => commands::workspace::run(&env, command),
         Command::Skills { command } => commands::skills::run(&env, command),
+        Command::Mcp { command } => commands::mcp::run(&env, command),
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

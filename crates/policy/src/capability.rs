@@ -28,10 +28,12 @@ pub enum CapabilityKind {
     MemoryWrite,
     #[serde(rename = "secret")]
     Secret,
+    #[serde(rename = "mcp")]
+    Mcp,
 }
 
 impl CapabilityKind {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::FsRead,
         Self::FsWrite,
         Self::Exec,
@@ -41,6 +43,7 @@ impl CapabilityKind {
         Self::Schedule,
         Self::MemoryWrite,
         Self::Secret,
+        Self::Mcp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +57,7 @@ impl CapabilityKind {
             Self::Schedule => "schedule",
             Self::MemoryWrite => "memory.write",
             Self::Secret => "secret",
+            Self::Mcp => "mcp",
         }
     }
 
@@ -66,7 +70,8 @@ impl CapabilityKind {
             | Self::Net
             | Self::Message
             | Self::Spawn
-            | Self::Secret => true,
+            | Self::Secret
+            | Self::Mcp => true,
             Self::Schedule | Self::MemoryWrite => false,
         }
     }
@@ -80,7 +85,8 @@ impl CapabilityKind {
             | Self::Spawn
             | Self::Schedule
             | Self::MemoryWrite
-            | Self::Secret => false,
+            | Self::Secret
+            | Self::Mcp => false,
         }
     }
 }
@@ -106,6 +112,8 @@ pub enum Capability {
     MemoryWrite,
     /// Having a secret, by name, injected at the host boundary.
     Secret(String),
+    /// Calling a tool of an MCP server, as `server:tool`.
+    Mcp(String),
 }
 
 impl Capability {
@@ -120,6 +128,7 @@ impl Capability {
             Self::Schedule => CapabilityKind::Schedule,
             Self::MemoryWrite => CapabilityKind::MemoryWrite,
             Self::Secret(_) => CapabilityKind::Secret,
+            Self::Mcp(_) => CapabilityKind::Mcp,
         }
     }
 
@@ -130,7 +139,8 @@ impl Capability {
             | Self::Net(target)
             | Self::Message(target)
             | Self::Spawn(target)
-            | Self::Secret(target) => Some(target.clone()),
+            | Self::Secret(target)
+            | Self::Mcp(target) => Some(target.clone()),
             Self::Schedule | Self::MemoryWrite => None,
         }
     }
@@ -201,7 +211,7 @@ enum Target {
 }
 
 /// What a grant covers, as written in config: `kind` or `kind:target`, e.g. `exec:git`,
-/// `net:*.github.com`, `fs.write:~/notes`, `message:telegram:*`, `spawn`.
+/// `net:*.github.com`, `fs.write:~/notes`, `message:telegram:*`, `spawn`, `mcp:github:*`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CapabilityPattern {
     kind: CapabilityKind,
@@ -258,6 +268,10 @@ impl CapabilityPattern {
                 }
                 Target::Under(normalize(&expanded))
             }
+            // `mcp:github` is every tool of the server `github`, as `mcp:github:*` is.
+            Some(server) if kind == CapabilityKind::Mcp && !server.contains(':') => {
+                Target::Prefix(format!("{server}:"))
+            }
             Some(target) => match (target.strip_prefix("*."), target.strip_suffix('*')) {
                 (Some(domain), _) if kind == CapabilityKind::Net => {
                     Target::Domain(domain.to_ascii_lowercase())
@@ -282,7 +296,8 @@ impl CapabilityPattern {
             | Capability::Net(target)
             | Capability::Message(target)
             | Capability::Spawn(target)
-            | Capability::Secret(target) => Target::Exact(target.clone()),
+            | Capability::Secret(target)
+            | Capability::Mcp(target) => Target::Exact(target.clone()),
             Capability::Schedule | Capability::MemoryWrite => Target::Any,
         };
         Self {
@@ -431,6 +446,34 @@ mod tests {
             ("spawn:research", Capability::Spawn("research".into()), true),
             ("spawn:research", Capability::Spawn("main".into()), false),
             ("memory.write", Capability::Spawn("main".into()), false),
+            ("mcp", Capability::Mcp("github:create_issue".into()), true),
+            ("mcp:*", Capability::Mcp("github:create_issue".into()), true),
+            (
+                "mcp:github:*",
+                Capability::Mcp("github:create_issue".into()),
+                true,
+            ),
+            (
+                "mcp:github",
+                Capability::Mcp("github:create_issue".into()),
+                true,
+            ),
+            (
+                "mcp:github",
+                Capability::Mcp("githubber:create_issue".into()),
+                false,
+            ),
+            (
+                "mcp:github:get_issue",
+                Capability::Mcp("github:create_issue".into()),
+                false,
+            ),
+            (
+                "mcp:github:get_issue",
+                Capability::Mcp("github:get_issue".into()),
+                true,
+            ),
+            ("mcp:github:*", Capability::Exec("github".into()), false),
         ];
         let wrong: Vec<_> = cases
             .iter()
@@ -455,7 +498,7 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "unknown capability `exe`; known: fs.read, fs.write, exec, net, message, spawn, schedule, memory.write, secret",
+                "unknown capability `exe`; known: fs.read, fs.write, exec, net, message, spawn, schedule, memory.write, secret, mcp",
                 "`schedule:x` takes no target",
                 "the path in `fs.read:notes` must be absolute or start with ~",
                 "the target of `net:` is empty",
@@ -472,6 +515,8 @@ mod tests {
             "spawn",
             "spawn:research",
             "message:tg*",
+            "mcp:github",
+            "mcp:github:get_issue",
         ]
         .iter()
         .map(|text| pattern(text).to_string())
@@ -484,7 +529,9 @@ mod tests {
                 "fs.write:/home/me/notes",
                 "spawn:*",
                 "spawn:research",
-                "message:tg*"
+                "message:tg*",
+                "mcp:github:*",
+                "mcp:github:get_issue"
             ]
         );
     }

@@ -47,7 +47,10 @@ pub use spawn::{
     AgentTool, Awaited, ParentRun, SpawnArgs, SpawnRequest, SpawnTool, Subagents, SubagentsAction,
     SubagentsArgs, SubagentsTool,
 };
-pub use tool::{GuestFailure, PreparedCall, Provenance, Tool, ToolContext, ToolError, ToolOutput};
+pub use tool::{
+    GuestFailure, PreparedCall, Provenance, SourcedTools, Tool, ToolContext, ToolError, ToolOutput,
+    ToolSource,
+};
 pub use tool_search::{TOOL_SEARCH, ToolSearch, ToolSearchArgs, deferred_sources};
 pub use untrusted::{UNTRUSTED_TAG, fenced_sources, wrap_untrusted};
 pub use workspace_history::{Change, ContentDigest, HistoryError, Version, WorkspaceHistory};

@@ -365,7 +365,8 @@ impl ToolRegistry {
                     | ToolError::Rejected(_)
                     | ToolError::Spawn { .. }
                     | ToolError::TimedOut { .. }
-                    | ToolError::Wasm { .. } => CallStatus::Error,
+                    | ToolError::Wasm { .. }
+                    | ToolError::Mcp(_) => CallStatus::Error,
                 };
                 return ToolResult::error(&call.id, format!("Error: {err}"));
             }

@@ -128,6 +128,9 @@ pub enum ToolError {
     TimedOut { seconds: String, output: String },
     #[error("the WASM tool `{tool}` {failure}")]
     Wasm { tool: String, failure: GuestFailure },
+    /// A tool of an MCP server failed: the server said so, did not answer in time, or is down.
+    #[error("{0}")]
+    Mcp(String),
 }
 
 /// Why one call of a WASM tool failed inside the sandbox.
@@ -205,4 +208,20 @@ impl<'a> PreparedCall<'a> {
             run: Box::pin(run),
         }
     }
+}
+
+/// The tools a [`ToolSource`] has for a turn, once it has them.
+pub type SourcedTools<'a> =
+    Pin<Box<dyn Future<Output = Vec<std::sync::Arc<dyn Tool>>> + Send + 'a>>;
+
+/// Tools an agent gets from outside its registry, which may take a while to be known: the
+/// tools of MCP servers, started when a turn first needs them. The agent asks at the start of
+/// every turn and adds them to that turn's tool set.
+pub trait ToolSource: Send + Sync {
+    /// The tools for a turn starting now. May start what they come from, waiting a bounded
+    /// time; what is not ready by then is left out, to be offered in a later turn.
+    fn tools(&self) -> SourcedTools<'_>;
+
+    /// The tools known now, without waiting or starting anything.
+    fn known_tools(&self) -> Vec<std::sync::Arc<dyn Tool>>;
 }

@@ -40,7 +40,7 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    match args.message {
+    let outcome = match args.message {
         Some(text) => {
             // Piped, only the final answer goes to stdout, so that it can be used as it is.
             let look = Look::new(
@@ -59,24 +59,30 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
                 max_iterations: None,
                 tools: None,
             };
-            let outcome =
-                runtime.block_on(interruptible_turn(&agent, &key, input, &mut printer))?;
-            if outcome.interrupted {
-                printer.line(DIM, INTERRUPTED);
-                return Ok(());
-            }
-            // Ctrl-C now stops the memory work instead of waiting for it (the local model may
-            // take a while); it is tried again after a later turn.
-            runtime.block_on(async {
-                tokio::select! {
-                    () = after_turn(&agent, &key, &mut printer) => {}
-                    Ok(()) = tokio::signal::ctrl_c() => {}
+            match runtime.block_on(interruptible_turn(&agent, &key, input, &mut printer)) {
+                Err(err) => Err(err.into()),
+                Ok(outcome) if outcome.interrupted => {
+                    printer.line(DIM, INTERRUPTED);
+                    Ok(())
                 }
-            });
-            Ok(())
+                Ok(_) => {
+                    // Ctrl-C now stops the memory work instead of waiting for it (the local
+                    // model may take a while); it is tried again after a later turn.
+                    runtime.block_on(async {
+                        tokio::select! {
+                            () = after_turn(&agent, &key, &mut printer) => {}
+                            Ok(()) = tokio::signal::ctrl_c() => {}
+                        }
+                    });
+                    Ok(())
+                }
+            }
         }
         None => repl(env, &runtime, &agent, &key),
-    }
+    };
+    // The MCP servers a turn started end with the command.
+    runtime.block_on(env.shutdown_mcp());
+    outcome
 }
 
 /// What is said when Ctrl-C stops a turn; true because the agent keeps the partial answer

@@ -77,11 +77,18 @@ pub fn build(
     for section in [
         "agents.defaults",
         &key_prefix,
-        &tools_key,
         "models",
         "channels.telegram.grants",
     ] {
         config.require(section)?;
+    }
+    // An MCP server whose `${VAR}` is not set fails alone, when it is started, and says so.
+    let servers_key = format!("{tools_key}.mcpServers.");
+    if let Some(unresolved) = config
+        .unresolved_under(&tools_key)
+        .find(|u| !u.key.starts_with(&servers_key))
+    {
+        return Err(unresolved.error().into());
     }
     let models = Models {
         env,
@@ -268,6 +275,7 @@ pub fn build(
             }
         }))
     };
+    let agent = with_mcp_servers(agent, env, config, id);
     let agent = match &settings.housekeeping_model {
         Some(model) => {
             agent.with_housekeeping(resolve(model, &format!("{key_prefix}.housekeepingModel"))?)
@@ -286,6 +294,50 @@ pub fn build(
         workspace,
         notice,
     })
+}
+
+/// The MCP servers of agent `id` as config gives them; a server whose `${VAR}` is not set
+/// carries that error, which it reports when it would start.
+#[cfg(feature = "mcp")]
+pub fn mcp_entries(config: &Config, id: &str) -> Vec<nanocrab_mcp::ServerEntry> {
+    config
+        .mcp_servers_of(id)
+        .into_iter()
+        .map(|(key, name, server)| nanocrab_mcp::ServerEntry {
+            problem: config.require(&key).err().map(|err| err.to_string()),
+            name: name.to_owned(),
+            key,
+            config: server.clone(),
+        })
+        .collect()
+}
+
+/// The agent with the tools of its MCP servers offered in every turn (the servers start when
+/// a turn first needs them).
+#[cfg(feature = "mcp")]
+fn with_mcp_servers(agent: Agent, env: &Env, config: &Config, id: &str) -> Agent {
+    let entries = mcp_entries(config, id);
+    if entries.is_empty() {
+        return agent;
+    }
+    agent.with_tool_source(Arc::new(env.mcp_servers(config).source(entries)))
+}
+
+/// Without the MCP client, configured servers are said once, not an error.
+#[cfg(not(feature = "mcp"))]
+fn with_mcp_servers(agent: Agent, _env: &Env, config: &Config, id: &str) -> Agent {
+    let keys: Vec<String> = config
+        .mcp_servers_of(id)
+        .into_iter()
+        .map(|(key, _, _)| key)
+        .collect();
+    if !keys.is_empty() {
+        tracing::warn!(
+            "the MCP servers {} are off: this nanocrab was built without MCP (cargo feature `mcp`)",
+            keys.join(", ")
+        );
+    }
+    agent
 }
 
 /// Whether the user has configured any model provider: a `providers` entry, or a key in one

@@ -201,6 +201,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         gateway.run(shutdown.clone()).await;
         shutdown.cancel();
         http.await.context("the HTTP server task failed")??;
+        env.shutdown_mcp().await;
         anyhow::Ok(())
     })
 }

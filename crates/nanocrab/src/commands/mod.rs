@@ -8,6 +8,7 @@ pub mod cron;
 pub mod gateway;
 pub mod gateway_api;
 pub mod heartbeat;
+pub mod mcp;
 pub mod memory;
 pub mod models;
 pub mod onboard;
@@ -43,6 +44,10 @@ pub struct Env {
     local_models: std::sync::OnceLock<LocalModels>,
     /// The audit log, opened once and shared by every agent of the process.
     audit: std::sync::OnceLock<Arc<AuditLog>>,
+    /// The MCP servers, shared by every agent of the process; none starts before a turn needs
+    /// its tools.
+    #[cfg(feature = "mcp")]
+    mcp: std::sync::OnceLock<nanocrab_mcp::McpServers>,
 }
 
 /// A local model unused this long is dropped from memory, and loaded again when next asked.
@@ -58,7 +63,33 @@ impl Env {
             user_home: std::env::home_dir(),
             local_models: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
+            #[cfg(feature = "mcp")]
+            mcp: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The process's MCP servers: stdio servers get the plain variables of this environment
+    /// and their own `env`; what they print is redacted with the secrets of `config`.
+    #[cfg(feature = "mcp")]
+    pub fn mcp_servers(&self, config: &Config) -> nanocrab_mcp::McpServers {
+        self.mcp
+            .get_or_init(|| {
+                nanocrab_mcp::McpServers::new(nanocrab_mcp::McpOptions::new(
+                    std::env::vars().collect(),
+                    self.user_home.clone(),
+                    redactor(config),
+                ))
+            })
+            .clone()
+    }
+
+    /// Stops the MCP servers this process started (sessions closed, programs and what they
+    /// started ended); the CLI and the gateway do on their way out.
+    pub async fn shutdown_mcp(&self) {
+        #[cfg(feature = "mcp")]
+        if let Some(servers) = self.mcp.get() {
+            servers.shutdown().await;
+        }
     }
 
     /// The process's local chat models, over the catalogue `config` extends.
@@ -211,6 +242,17 @@ pub fn redactor(config: &Config) -> Redactor {
     }
     if let Some(key) = &config.memory.embeddings.api_key {
         secrets.push(("memory.embeddings.apiKey".into(), key.clone()));
+    }
+    // What MCP servers are given: tokens in `env`, `Authorization` in `headers`.
+    for id in config.agents.ids() {
+        for (key, _, server) in config.mcp_servers_of(id) {
+            for (name, value) in &server.env {
+                secrets.push((format!("{key}.env.{name}"), value.clone()));
+            }
+            for (name, value) in &server.headers {
+                secrets.push((format!("{key}.headers.{name}"), value.clone()));
+            }
+        }
     }
     // Secrets granted to tools by name (`secret:NAME`) are environment variables too.
     let granted: Vec<&str> = std::iter::once(&config.tools)

@@ -18,6 +18,7 @@ mod heartbeat;
 mod images;
 mod instructions;
 mod local_model;
+mod mcp;
 mod memory;
 mod memory_provenance;
 mod memory_templates;
