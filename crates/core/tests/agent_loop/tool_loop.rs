@@ -337,3 +337,87 @@ async fn a_model_without_tool_calling_gets_no_tools_and_is_told_so() {
         request.system
     );
 }
+
+/// A tool from outside the registry, as an MCP server's is.
+struct Sourced;
+
+impl Tool for Sourced {
+    fn definition(&self) -> ToolDef {
+        ToolDef {
+            name: "sourced".into(),
+            description: "From a tool source.".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    fn prepare<'a>(
+        &'a self,
+        _: serde_json::Value,
+        _: &'a ToolContext,
+    ) -> Result<PreparedCall<'a>, ToolError> {
+        let invocation = Invocation::new(Risk::Safe, "sourced", Vec::new());
+        Ok(PreparedCall::new(invocation, async {
+            Ok(ToolOutput::trusted("sourced"))
+        }))
+    }
+}
+
+/// Offers [`Sourced`]; counts how often a turn asked.
+#[derive(Default)]
+struct Source {
+    asked: AtomicUsize,
+}
+
+impl nanocrab_tools::ToolSource for Source {
+    fn tools(&self) -> nanocrab_tools::SourcedTools<'_> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { vec![Arc::new(Sourced) as Arc<dyn Tool>] })
+    }
+
+    fn known_tools(&self) -> Vec<Arc<dyn Tool>> {
+        vec![Arc::new(Sourced)]
+    }
+}
+
+#[tokio::test]
+async fn a_tool_source_is_asked_each_turn_and_a_runs_subset_applies_to_its_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let provider = Arc::new(Scripted {
+        replies: Mutex::new(
+            vec![
+                answer("one", StopReason::EndTurn),
+                answer("two", StopReason::EndTurn),
+            ]
+            .into(),
+        ),
+        ..Scripted::default()
+    });
+    let mut tools = ToolRegistry::new();
+    tools.register(Arc::new(Echo::default()));
+    let source = Arc::new(Source::default());
+    let agent = agent_for(
+        &dir,
+        dir.path().join("workspace"),
+        ModelChain::new(resolved(&provider, "m1", ModelProfile::GENERIC), Vec::new()),
+        tools,
+    )
+    .with_tool_source(source.clone());
+    let key = SessionKey::parse("test:1").unwrap();
+    assert_eq!(agent.tool_names(), ["echo", "sourced"]);
+    agent.run_turn(&key, "hi", &mut |_| {}).await.unwrap();
+    let only_sourced = nanocrab_core::UserInput {
+        tools: Some(vec!["sourced".to_owned()]),
+        ..nanocrab_core::UserInput::from("just that one")
+    };
+    agent
+        .run_turn(&key, only_sourced, &mut |_| {})
+        .await
+        .unwrap();
+    let requests = provider.requests.lock().unwrap();
+    let names = |request: &ChatRequest<'_>| -> Vec<String> {
+        request.tools.iter().map(|t| t.name.clone()).collect()
+    };
+    assert_eq!(names(&requests[0]), ["echo", "sourced"]);
+    assert_eq!(names(&requests[1]), ["sourced"]);
+    assert_eq!(source.asked.load(Ordering::SeqCst), 2);
+}
