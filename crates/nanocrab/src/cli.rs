@@ -506,6 +506,11 @@ pub enum McpCommand {
         #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
         agent: String,
     },
+    /// The MCP conformance suite's client under test (`conformance client --command
+    /// "nanocrab mcp conformance-client"`): connects to the scenario's server at URL as an
+    /// agent's server, lists its tools and calls each with arguments made from its schema.
+    #[command(hide = true)]
+    ConformanceClient { url: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -13,20 +13,30 @@ pub fn run(env: &Env, command: McpCommand) -> anyhow::Result<()> {
     use anyhow::Context as _;
 
     let config = env.load_config()?.config;
-    let agent = match &command {
-        McpCommand::List { agent, .. } | McpCommand::Call { agent, .. } => agent,
+    let entries = match &command {
+        McpCommand::List { agent, .. } | McpCommand::Call { agent, .. } => {
+            if config.agents.settings(agent).is_none() {
+                anyhow::bail!("no agent `{agent}` in agents.entries");
+            }
+            let entries = super::agents::mcp_entries(&config, agent);
+            if entries.is_empty() {
+                anyhow::bail!(
+                    "agent `{agent}` has no MCP servers: add them under tools.mcpServers (or \
+                     mcpServers) in {}",
+                    env.config_path.display()
+                );
+            }
+            entries
+        }
+        // The scenario's server, as a user would configure it: `{"url": ...}`.
+        McpCommand::ConformanceClient { url } => vec![nanocrab_mcp::ServerEntry {
+            name: "conformance".to_owned(),
+            key: "the conformance scenario's server".to_owned(),
+            config: serde_json::from_value(serde_json::json!({ "url": url }))
+                .context("the conformance scenario's URL")?,
+            problem: None,
+        }],
     };
-    if config.agents.settings(agent).is_none() {
-        anyhow::bail!("no agent `{agent}` in agents.entries");
-    }
-    let entries = super::agents::mcp_entries(&config, agent);
-    if entries.is_empty() {
-        anyhow::bail!(
-            "agent `{agent}` has no MCP servers: add them under tools.mcpServers (or mcpServers) \
-             in {}",
-            env.config_path.display()
-        );
-    }
     let source = env.mcp_servers(&config).source(entries);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -58,6 +68,41 @@ pub fn run(env: &Env, command: McpCommand) -> anyhow::Result<()> {
                 outln!("{}", result.text)?;
                 if result.is_error {
                     anyhow::bail!("{tool} of the MCP server `{server}` reported an error");
+                }
+                Ok(())
+            }
+            // Each tool called as the agent's turn would call it (through `prepare` and `run`,
+            // without the policy), with every required argument: its default, or a plain
+            // value of its type.
+            McpCommand::ConformanceClient { .. } => {
+                use nanocrab_tools::ToolSource as _;
+                let workspace = std::env::temp_dir();
+                for tool in source.tools().await {
+                    let definition = tool.definition();
+                    let schema = &definition.parameters;
+                    let mut arguments = serde_json::Map::new();
+                    let required = schema["required"].as_array().cloned().unwrap_or_default();
+                    for name in required.iter().filter_map(|name| name.as_str()) {
+                        let property = &schema["properties"][name];
+                        let value = match (property.get("default"), property["type"].as_str()) {
+                            (Some(default), _) => default.clone(),
+                            (None, Some("number" | "integer")) => serde_json::json!(1),
+                            (None, Some("boolean")) => serde_json::json!(true),
+                            (None, Some("array")) => serde_json::json!([]),
+                            (None, Some("object")) => serde_json::json!({}),
+                            (None, _) => serde_json::json!("test"),
+                        };
+                        arguments.insert(name.to_owned(), value);
+                    }
+                    let ctx = nanocrab_tools::ToolContext::new(&workspace);
+                    let outcome = match tool.prepare(serde_json::Value::Object(arguments), &ctx) {
+                        Ok(call) => call.run.await,
+                        Err(err) => Err(err),
+                    };
+                    match outcome {
+                        Ok(output) => outln!("{}: {}", definition.name, output.text)?,
+                        Err(err) => outln!("{}: error: {err}", definition.name)?,
+                    }
                 }
                 Ok(())
             }

@@ -19,6 +19,7 @@ mod images;
 mod instructions;
 mod local_model;
 mod mcp;
+mod mcp_conformance;
 mod memory;
 mod memory_provenance;
 mod memory_templates;
