@@ -568,6 +568,11 @@ fn validate_mcp_servers(config: &Config) -> Result<(), (String, String)> {
                 .iter()
                 .map(|(name, server)| (format!("mcpServers.{name}"), name, server)),
         );
+    // Its tools are offered as `<server>__<tool>`, in `[A-Za-z0-9_-]`: two names that read
+    // the same there, or a name whose `_` could run into the separator (`a_` with tool `_x`,
+    // `a__b` with tool `c`), would offer one server's tool in place of another's.
+    let mut offered_as: std::collections::BTreeMap<String, &String> =
+        std::collections::BTreeMap::new();
     for (key, name, server) in servers {
         if name.trim().is_empty() || name.contains(':') {
             return Err((
@@ -576,6 +581,37 @@ fn validate_mcp_servers(config: &Config) -> Result<(), (String, String)> {
                  `mcp:<server>:<tool>`)"
                     .to_owned(),
             ));
+        }
+        let plain: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if plain.contains("__") || plain.ends_with('_') {
+            return Err((
+                key,
+                format!(
+                    "a server's name may not end in `_` nor hold `__` (its tools are offered as \
+                     `{plain}__<tool>`, and another name could read the same); rename it"
+                ),
+            ));
+        }
+        match offered_as.insert(plain.clone(), name) {
+            Some(other) if other != name => {
+                return Err((
+                    key,
+                    format!(
+                        "the servers `{other}` and `{name}` would both offer their tools as \
+                         `{plain}__<tool>`; rename one"
+                    ),
+                ));
+            }
+            Some(_) | None => {}
         }
         // A `${VAR}` left unset takes its key out; the server then fails when it is started,
         // saying which variable, rather than every command here.
@@ -1125,6 +1161,9 @@ mod tests {
             r#"{"tools": {"mcpServers": {"a:b": {"command": "a"}}}}"#,
             r#"{"mcpServers": {"x": {"command": "a"}}, "tools": {"mcpServers": {"x": {"command": "b"}}}}"#,
             r#"{"agents": {"entries": {"w": {"tools": {"mcpServers": {"x": {"command": "a", "url": "http://h"}}}}}}}"#,
+            r#"{"mcpServers": {"my.fs": {"command": "a"}, "my_fs": {"command": "b"}}}"#,
+            r#"{"mcpServers": {"a_": {"command": "a"}}}"#,
+            r#"{"mcpServers": {"a__b": {"command": "a"}}}"#,
         ]
         .iter()
         .map(|text| error(text))
@@ -1143,6 +1182,9 @@ mod tests {
                 "/h/config.json: `tools.mcpServers.a:b`: a server's name is not empty and has no `:` (its tools' capabilities are `mcp:<server>:<tool>`)",
                 "/h/config.json: `mcpServers.x`: the server `x` is also in tools.mcpServers; keep one of the two entries",
                 "/h/config.json: `agents.entries.w.tools.mcpServers.x`: has both `command` and `url`: give `command` (and `args`) for a program nanocrab starts, or `url` for a Streamable HTTP server",
+                "/h/config.json: `mcpServers.my_fs`: the servers `my.fs` and `my_fs` would both offer their tools as `my_fs__<tool>`; rename one",
+                "/h/config.json: `mcpServers.a_`: a server's name may not end in `_` nor hold `__` (its tools are offered as `a___<tool>`, and another name could read the same); rename it",
+                "/h/config.json: `mcpServers.a__b`: a server's name may not end in `_` nor hold `__` (its tools are offered as `a__b__<tool>`, and another name could read the same); rename it",
             ]
         );
     }

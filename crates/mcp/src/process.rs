@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::io::AsyncBufReadExt as _;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::watch;
 
@@ -137,7 +137,13 @@ impl ServerProcess {
         tokio::spawn(async move {
             let mut reader = tokio::io::BufReader::new(stderr);
             let mut line = Vec::new();
-            while let Ok(read) = reader.read_until(b'\n', &mut line).await {
+            // A line is kept up to the tail's budget: a progress bar redrawn with `\r` or
+            // binary output never ends one, and must not grow without end.
+            while let Ok(read) = (&mut reader)
+                .take(STDERR_BYTES as u64)
+                .read_until(b'\n', &mut line)
+                .await
+            {
                 if read == 0 {
                     break;
                 }
@@ -152,7 +158,17 @@ impl ServerProcess {
         });
         let (exit_sender, exit) = watch::channel(None);
         tokio::spawn(async move {
-            let ended = match child.wait().await {
+            let status = child.wait().await;
+            // What it started (npx's node, a browser) may outlive it, and has no use without
+            // it: the group goes too, now, while its id cannot yet belong to anyone else.
+            if let Some(pid) = pid
+                && let Err(err) =
+                    rustix::process::kill_process_group(pid, rustix::process::Signal::KILL)
+                && err != rustix::io::Errno::SRCH
+            {
+                tracing::debug!("cannot stop what the MCP server {pid:?} started: {err}");
+            }
+            let ended = match status {
                 Ok(status) => match (
                     status.code(),
                     std::os::unix::process::ExitStatusExt::signal(&status),

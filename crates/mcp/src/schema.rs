@@ -27,6 +27,20 @@ const SCHEMA_MAP_KEYWORDS: [&str; 3] = ["properties", "patternProperties", "depe
 /// Keywords no provider needs: where the definitions were, and notes about the schema.
 const DROPPED_KEYWORDS: [&str; 5] = ["$schema", "$id", "$defs", "definitions", "$comment"];
 
+/// Schemas (objects) a cleaned schema may hold in all, and references inlined inside one
+/// another: a server's schema is untrusted, and two references per definition down a chain of
+/// 30 would otherwise grow to a billion nodes (or a long chain overflow the stack).
+const MAX_SCHEMAS: usize = 2_000;
+const MAX_INLINED_DEPTH: usize = 8;
+
+/// Where inlining stands: the definitions being inlined around the schema being cleaned (a
+/// definition that refers to itself ends instead of growing without end), and how many more
+/// schemas the result may hold. Past either bound a schema becomes `{}`, any value.
+struct Inlining {
+    expanding: Vec<String>,
+    schemas_left: usize,
+}
+
 /// `schema` with its local references (`#/$defs/Name`, `#/definitions/Name`) replaced by what
 /// they name (a reference inside its own definition becomes `{}`, any value), `$schema`, `$id`,
 /// `$defs` and comments left out, and at the top an object with `properties`.
@@ -39,7 +53,10 @@ pub fn clean_schema(schema: &Map<String, Value>) -> Value {
     let mut cleaned = clean(
         &Value::Object(schema.clone()),
         &definitions,
-        &mut Vec::new(),
+        &mut Inlining {
+            expanding: Vec::new(),
+            schemas_left: MAX_SCHEMAS,
+        },
     );
     let Value::Object(top) = &mut cleaned else {
         return json!({"type": "object", "properties": {}});
@@ -53,25 +70,31 @@ pub fn clean_schema(schema: &Map<String, Value>) -> Value {
     cleaned
 }
 
-/// One schema cleaned; `expanding` holds the definitions being inlined around it, so a
-/// definition that refers to itself ends instead of growing without end.
-fn clean(schema: &Value, definitions: &Map<String, Value>, expanding: &mut Vec<String>) -> Value {
+/// One schema cleaned.
+fn clean(schema: &Value, definitions: &Map<String, Value>, inlining: &mut Inlining) -> Value {
     let Value::Object(map) = schema else {
         // `true` and `false` are schemas too.
         return schema.clone();
     };
+    if inlining.schemas_left == 0 {
+        return json!({});
+    }
+    inlining.schemas_left -= 1;
     if let Some(reference) = map.get("$ref").and_then(Value::as_str) {
         let name = reference
             .strip_prefix("#/$defs/")
             .or_else(|| reference.strip_prefix("#/definitions/"));
         let mut inlined = match name.and_then(|name| Some((name, definitions.get(name)?))) {
-            Some((name, definition)) if !expanding.iter().any(|n| n == name) => {
-                expanding.push(name.to_owned());
-                let inlined = clean(definition, definitions, expanding);
-                expanding.pop();
+            Some((name, definition))
+                if !inlining.expanding.iter().any(|n| n == name)
+                    && inlining.expanding.len() < MAX_INLINED_DEPTH =>
+            {
+                inlining.expanding.push(name.to_owned());
+                let inlined = clean(definition, definitions, inlining);
+                inlining.expanding.pop();
                 inlined
             }
-            // A reference to itself, or to something outside this schema: any value.
+            // A reference to itself, too deep, or to something outside this schema: any value.
             Some(_) | None => json!({}),
         };
         // What is written beside the reference (a description) says more than the definition.
@@ -79,7 +102,7 @@ fn clean(schema: &Value, definitions: &Map<String, Value>, expanding: &mut Vec<S
             for (key, value) in map.iter().filter(|(key, _)| *key != "$ref") {
                 target.insert(
                     key.clone(),
-                    clean_keyword(key, value, definitions, expanding),
+                    clean_keyword(key, value, definitions, inlining),
                 );
             }
         }
@@ -91,7 +114,7 @@ fn clean(schema: &Value, definitions: &Map<String, Value>, expanding: &mut Vec<S
             .map(|(key, value)| {
                 (
                     key.clone(),
-                    clean_keyword(key, value, definitions, expanding),
+                    clean_keyword(key, value, definitions, inlining),
                 )
             })
             .collect(),
@@ -104,12 +127,12 @@ fn clean_keyword(
     key: &str,
     value: &Value,
     definitions: &Map<String, Value>,
-    expanding: &mut Vec<String>,
+    inlining: &mut Inlining,
 ) -> Value {
     match value {
         Value::Object(map) if SCHEMA_MAP_KEYWORDS.contains(&key) => Value::Object(
             map.iter()
-                .map(|(name, schema)| (name.clone(), clean(schema, definitions, expanding)))
+                .map(|(name, schema)| (name.clone(), clean(schema, definitions, inlining)))
                 .collect(),
         ),
         Value::Array(items)
@@ -118,11 +141,11 @@ fn clean_keyword(
             Value::Array(
                 items
                     .iter()
-                    .map(|schema| clean(schema, definitions, expanding))
+                    .map(|schema| clean(schema, definitions, inlining))
                     .collect(),
             )
         }
-        Value::Object(_) if SCHEMA_KEYWORDS.contains(&key) => clean(value, definitions, expanding),
+        Value::Object(_) if SCHEMA_KEYWORDS.contains(&key) => clean(value, definitions, inlining),
         Value::Null
         | Value::Bool(_)
         | Value::Number(_)
@@ -182,5 +205,52 @@ mod tests {
             )),
             json!({"type": "object", "properties": {}})
         );
+    }
+
+    /// Objects in `value`, and how deep they nest.
+    fn measure(value: &Value) -> (usize, usize) {
+        match value {
+            Value::Object(map) => map
+                .values()
+                .map(measure)
+                .fold((1, 1), |(n, d), (cn, cd)| (n + cn, d.max(cd + 1))),
+            Value::Array(items) => items
+                .iter()
+                .map(measure)
+                .fold((0, 0), |(n, d), (cn, cd)| (n + cn, d.max(cd))),
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => (0, 0),
+        }
+    }
+
+    #[test]
+    fn a_hostile_schema_cannot_grow_without_end() {
+        // Two references to the next definition, 30 deep: 2^30 schemas if inlined in full.
+        let doubling: Map<String, Value> = (0..30)
+            .map(|i| {
+                let next = json!({"$ref": format!("#/$defs/D{}", i + 1)});
+                (
+                    format!("D{i}"),
+                    json!({"type": "object", "properties": {"a": next, "b": next}}),
+                )
+            })
+            .collect();
+        let schema =
+            object(json!({"$defs": doubling, "properties": {"x": {"$ref": "#/$defs/D0"}}}));
+        let (objects, _) = measure(&clean_schema(&schema));
+        assert!(objects <= 2 * MAX_SCHEMAS, "{objects} objects");
+
+        // A chain of 10,000 definitions, each referring to the next.
+        let chain: Map<String, Value> = (0..10_000)
+            .map(|i| {
+                let next = json!({"$ref": format!("#/$defs/D{}", i + 1)});
+                (
+                    format!("D{i}"),
+                    json!({"type": "object", "properties": {"n": next}}),
+                )
+            })
+            .collect();
+        let schema = object(json!({"$defs": chain, "properties": {"x": {"$ref": "#/$defs/D0"}}}));
+        let (_, depth) = measure(&clean_schema(&schema));
+        assert!(depth <= 2 * (MAX_INLINED_DEPTH + 2), "nested {depth} deep");
     }
 }

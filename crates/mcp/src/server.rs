@@ -25,6 +25,11 @@ use crate::{McpOptions, names};
 
 /// The longest tool description passed on to the model; some servers write manuals.
 const MAX_DESCRIPTION_CHARS: usize = 1024;
+/// Tools offered of one server, pages of its list read, and characters of one tool's cleaned
+/// schema: bounds on what an untrusted server can make each turn carry.
+const MAX_TOOLS: usize = 500;
+const MAX_TOOL_PAGES: usize = 50;
+const MAX_SCHEMA_CHARS: usize = 32_000;
 
 /// What `nanocrab mcp list` shows of a server's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -198,7 +203,11 @@ impl Server {
                 self.name
             ));
         }
-        let deadline = tokio::time::Instant::now() + wait;
+        // A wait too long to add (a `startupTimeout` of centuries) is as good as none.
+        let now = tokio::time::Instant::now();
+        let deadline = now
+            .checked_add(wait)
+            .unwrap_or(now + Duration::from_secs(86_400 * 365));
         // A start this call waited for is not tried again in the same call when it failed.
         let mut waited = false;
         loop {
@@ -466,6 +475,9 @@ impl Server {
             read: None,
             total: None,
         })
+        // The headers carry the server's secrets (`X-API-Key`), which reqwest would pass on
+        // to wherever a redirect points; an MCP endpoint has no reason to move.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|err| format!("cannot make an HTTP client: {err}"))?;
         Ok(rmcp::transport::StreamableHttpClientTransport::with_client(
@@ -477,9 +489,56 @@ impl Server {
     /// The server's tools that config offers (`enabledTools`), named and described for the
     /// model.
     async fn list_tools(&self, peer: &Peer<RoleClient>) -> Result<Vec<Offered>, ServiceError> {
+        let mut listed = Vec::new();
+        let mut cursor = None;
+        // Page by page, as rmcp's `list_all_tools` does, but only so far: a server is
+        // untrusted, and one listing without end would hold the turn (and the memory) forever.
+        for _ in 0..MAX_TOOL_PAGES {
+            let page = peer
+                .list_tools(Some(
+                    rmcp::model::PaginatedRequestParams::default().with_cursor(cursor),
+                ))
+                .await?;
+            listed.extend(page.tools);
+            cursor = page.next_cursor;
+            if cursor.is_none() || listed.len() >= MAX_TOOLS {
+                break;
+            }
+        }
+        if cursor.is_some() || listed.len() > MAX_TOOLS {
+            tracing::warn!(
+                "the MCP server `{}` lists more than {MAX_TOOLS} tools (or more than \
+                 {MAX_TOOL_PAGES} pages of them); only the first {MAX_TOOLS} are offered",
+                self.name
+            );
+            listed.truncate(MAX_TOOLS);
+        }
         let mut offered: Vec<Offered> = Vec::new();
-        for tool in peer.list_all_tools().await? {
+        for tool in listed {
             if !self.config.offers(&tool.name) {
+                continue;
+            }
+            // The name is shown in approval questions and the audit log as the server wrote it:
+            // one with line breaks or terminal escapes could dress up a question.
+            let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/');
+            if tool.name.is_empty() || tool.name.len() > 128 || !tool.name.chars().all(plain) {
+                tracing::warn!(
+                    "the MCP server `{}` has a tool named {:?}, which is not offered: a tool name \
+                     is 1 to 128 letters, digits, `_`, `-`, `.` or `/`",
+                    self.name,
+                    tool.name.chars().take(64).collect::<String>()
+                );
+                continue;
+            }
+            let parameters = clean_schema(&tool.input_schema);
+            let schema_chars = parameters.to_string().len();
+            if schema_chars > MAX_SCHEMA_CHARS {
+                tracing::warn!(
+                    "the MCP server `{}` describes the arguments of `{}` in {schema_chars} \
+                     characters, more than the {MAX_SCHEMA_CHARS} a tool may take; it is not offered",
+                    self.name,
+                    tool.name
+                );
                 continue;
             }
             let taken: Vec<String> = offered.iter().map(|o| o.name.clone()).collect();
@@ -506,7 +565,7 @@ impl Server {
                 definition: ToolDef {
                     name: name.clone(),
                     description,
-                    parameters: clean_schema(&tool.input_schema),
+                    parameters,
                 },
                 name,
                 tool: tool.name.to_string(),

@@ -200,8 +200,10 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         });
         gateway.run(shutdown.clone()).await;
         shutdown.cancel();
-        http.await.context("the HTTP server task failed")??;
+        let served = http.await;
+        // Whatever the HTTP server's end, the MCP servers do not outlive the gateway.
         env.shutdown_mcp().await;
+        served.context("the HTTP server task failed")??;
         anyhow::Ok(())
     })
 }

@@ -251,6 +251,42 @@ pub fn redactor(config: &Config) -> Redactor {
             }
             for (name, value) in &server.headers {
                 secrets.push((format!("{key}.headers.{name}"), value.clone()));
+                // `Bearer <token>`: the token alone, as a server might echo it.
+                if let Some((_, credential)) = value.split_once(' ') {
+                    secrets.push((
+                        format!("{key}.headers.{name}"),
+                        credential.trim().to_owned(),
+                    ));
+                }
+            }
+            // A key in the address (`?api_key=…`, `https://user:key@…`), and the value of an
+            // argument named as one (`--api-key X`, `--token=X`): shown by `mcp list`, and in
+            // errors.
+            if let Some(url) = server
+                .url
+                .as_deref()
+                .and_then(|url| reqwest::Url::parse(url).ok())
+            {
+                secrets.extend(url.password().map(|p| (format!("{key}.url"), p.to_owned())));
+                for (_, value) in url.query_pairs() {
+                    secrets.push((format!("{key}.url"), value.into_owned()));
+                }
+            }
+            let secret_name = |arg: &str| {
+                let arg = arg.to_ascii_lowercase();
+                ["key", "token", "secret", "password"]
+                    .iter()
+                    .any(|word| arg.starts_with('-') && arg.contains(word))
+            };
+            for (i, arg) in server.args.iter().enumerate() {
+                let value = match arg.split_once('=') {
+                    Some((name, value)) if secret_name(name) => Some(value),
+                    Some(_) | None if i > 0 && secret_name(&server.args[i - 1]) => {
+                        Some(arg.as_str())
+                    }
+                    Some(_) | None => None,
+                };
+                secrets.extend(value.map(|v| (format!("{key}.args.{i}"), v.to_owned())));
             }
         }
     }
