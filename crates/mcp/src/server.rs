@@ -409,8 +409,19 @@ impl Server {
                 match tokio::time::timeout(limit, handler.serve(transport)).await {
                     Ok(Ok(service)) => (service, None),
                     Ok(Err(err)) => {
+                        // rmcp's message names its transport's types; what went wrong is at
+                        // the end of the chain (`Connection refused`, a status, a bad answer).
+                        let mut cause: &dyn std::error::Error = match &err {
+                            rmcp::service::ClientInitializeError::TransportError {
+                                error, ..
+                            } => error,
+                            _ => &err,
+                        };
+                        while let Some(source) = cause.source() {
+                            cause = source;
+                        }
                         return Err((
-                            format!("did not start a session at {url}: {err}"),
+                            format!("did not start a session at {url}: {cause}"),
                             String::new(),
                         ));
                     }
