@@ -349,11 +349,17 @@ impl Server {
 
     fn unavailable(&self, failure: &Failure) -> String {
         let wait = failure.retry_at.saturating_duration_since(Instant::now());
+        // What went wrong may quote the server (its answer to `initialize`, an HTTP body):
+        // fenced, as everything it writes is.
         let mut text = format!(
-            "the MCP server `{}` is not available: it {}; it is tried again in {} s",
+            "the MCP server `{}` is not available (it is tried again in {} s); what went \
+             wrong:\n{}",
             self.name,
-            failure.error,
-            wait.as_secs()
+            wait.as_secs(),
+            wrap_untrusted(
+                &format!("start of the MCP server {}", self.name),
+                &format!("it {}", failure.error)
+            )
         );
         if !failure.stderr.is_empty() {
             text.push_str(&format!(

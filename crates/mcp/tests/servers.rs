@@ -525,6 +525,23 @@ async fn a_server_that_cannot_start_is_reported_with_its_stderr_and_blocks_no_tu
         "{:?}",
         failed[1].2
     );
+    // A call the model makes meanwhile is told why, the server's words fenced.
+    let call = source.call("crashing", "anything", json!({})).await;
+    // How the start broke (a closed pipe, a refused `initialize`) depends on timing; where
+    // the server's words are and that they are fenced does not.
+    let message = call.err().map(|err| err.to_string()).unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "the MCP server `crashing` is not available (it is tried again in 0 s); what went \
+             wrong:\n<untrusted-data source=\"start of the MCP server crashing\">\nit did not \
+             start: "
+        ) && message.ends_with(
+            "(it ended with exit status 3)\n</untrusted-data>; its last output on stderr:\n\
+             <untrusted-data source=\"stderr of the MCP server crashing\">\nno token \
+             configured\n</untrusted-data>"
+        ),
+        "{message}"
+    );
     servers.shutdown().await;
 }
 
