@@ -432,9 +432,11 @@ async fn a_changed_tool_list_is_offered_from_the_next_turn() {
     assert!(!before.contains(&"errors__added".to_owned()), "{before:?}");
     let grown = source.call("errors", "grow", json!({})).await.unwrap();
     assert!(grown.text.contains("added a tool"), "{}", grown.text);
-    // The notice travels apart from the answer; each look is a new turn.
+    // The notice travels apart from the answer, so it is looked for turn after turn, for as
+    // long as a start may take (PATIENT), not a guessed moment.
     let mut after = Vec::new();
-    for _ in 0..100 {
+    let deadline = tokio::time::Instant::now() + PATIENT;
+    while tokio::time::Instant::now() < deadline {
         after = source
             .tools()
             .await

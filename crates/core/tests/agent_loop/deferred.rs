@@ -6,30 +6,6 @@ use pretty_assertions::assert_eq;
 
 use super::*;
 
-/// An extension's tool with a given definition (an MCP server's), answering with its name
-/// and arguments.
-struct Extension(ToolDef);
-
-impl Tool for Extension {
-    fn definition(&self) -> ToolDef {
-        self.0.clone()
-    }
-
-    fn prepare<'a>(
-        &'a self,
-        input: serde_json::Value,
-        _: &'a ToolContext,
-    ) -> Result<PreparedCall<'a>, ToolError> {
-        let invocation = Invocation::new(Risk::Safe, &self.0.name, Vec::new());
-        Ok(PreparedCall::new(invocation, async move {
-            Ok(ToolOutput::trusted(format!(
-                "{} ran with {input}",
-                self.0.name
-            )))
-        }))
-    }
-}
-
 /// The scripted agent with `echo` built in and the 40 tools of three MCP servers
 /// (`everything`, `filesystem`, `github`) as deferrable ones.
 fn with_mcp_tools(replies: Vec<Result<ChatResponse, ProviderError>>) -> Setup {
@@ -53,10 +29,6 @@ fn with_mcp_tools(replies: Vec<Result<ChatResponse, ProviderError>>) -> Setup {
         ),
         ..setup
     }
-}
-
-fn tool_names(request: &ChatRequest<'_>) -> Vec<String> {
-    request.tools.iter().map(|t| t.name.clone()).collect()
 }
 
 #[tokio::test]

@@ -190,6 +190,35 @@ impl Tool for Echo {
     }
 }
 
+/// An extension's tool with a given definition (an MCP server's, a tool source's), answering with its name
+/// and arguments.
+struct Extension(ToolDef);
+
+impl Tool for Extension {
+    fn definition(&self) -> ToolDef {
+        self.0.clone()
+    }
+
+    fn prepare<'a>(
+        &'a self,
+        input: serde_json::Value,
+        _: &'a ToolContext,
+    ) -> Result<PreparedCall<'a>, ToolError> {
+        let invocation = Invocation::new(Risk::Safe, &self.0.name, Vec::new());
+        Ok(PreparedCall::new(invocation, async move {
+            Ok(ToolOutput::trusted(format!(
+                "{} ran with {input}",
+                self.0.name
+            )))
+        }))
+    }
+}
+
+/// The names of the tools a request offered.
+fn tool_names(request: &ChatRequest<'_>) -> Vec<String> {
+    request.tools.iter().map(|t| t.name.clone()).collect()
+}
+
 struct Setup {
     dir: tempfile::TempDir,
     provider: Arc<Scripted>,

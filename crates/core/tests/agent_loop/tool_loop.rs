@@ -339,30 +339,15 @@ async fn a_model_without_tool_calling_gets_no_tools_and_is_told_so() {
 }
 
 /// A tool from outside the registry, as an MCP server's is.
-struct Sourced;
-
-impl Tool for Sourced {
-    fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "sourced".into(),
-            description: "From a tool source.".into(),
-            parameters: json!({"type": "object"}),
-        }
-    }
-
-    fn prepare<'a>(
-        &'a self,
-        _: serde_json::Value,
-        _: &'a ToolContext,
-    ) -> Result<PreparedCall<'a>, ToolError> {
-        let invocation = Invocation::new(Risk::Safe, "sourced", Vec::new());
-        Ok(PreparedCall::new(invocation, async {
-            Ok(ToolOutput::trusted("sourced"))
-        }))
-    }
+fn sourced() -> Arc<dyn Tool> {
+    Arc::new(Extension(ToolDef {
+        name: "sourced".into(),
+        description: "From a tool source.".into(),
+        parameters: json!({"type": "object"}),
+    }))
 }
 
-/// Offers [`Sourced`]; counts how often a turn asked.
+/// Offers [`sourced`]; counts how often a turn asked.
 #[derive(Default)]
 struct Source {
     asked: AtomicUsize,
@@ -371,11 +356,11 @@ struct Source {
 impl nanocrab_tools::ToolSource for Source {
     fn tools(&self) -> nanocrab_tools::SourcedTools<'_> {
         self.asked.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { vec![Arc::new(Sourced) as Arc<dyn Tool>] })
+        Box::pin(async { vec![sourced()] })
     }
 
     fn known_tools(&self) -> Vec<Arc<dyn Tool>> {
-        vec![Arc::new(Sourced)]
+        vec![sourced()]
     }
 }
 
@@ -414,10 +399,7 @@ async fn a_tool_source_is_asked_each_turn_and_a_runs_subset_applies_to_its_tools
         .await
         .unwrap();
     let requests = provider.requests.lock().unwrap();
-    let names = |request: &ChatRequest<'_>| -> Vec<String> {
-        request.tools.iter().map(|t| t.name.clone()).collect()
-    };
-    assert_eq!(names(&requests[0]), ["echo", "sourced"]);
-    assert_eq!(names(&requests[1]), ["sourced"]);
+    assert_eq!(tool_names(&requests[0]), ["echo", "sourced"]);
+    assert_eq!(tool_names(&requests[1]), ["sourced"]);
     assert_eq!(source.asked.load(Ordering::SeqCst), 2);
 }
