@@ -223,6 +223,19 @@ pub fn system_prompt(body: &Value) -> String {
         .join("\n")
 }
 
+/// The names of the tools a recorded request (OpenAI wire) offered; none when it offered none.
+pub fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Tool results a recorded request carries, as (call id, content, is_error), in order.
 pub fn tool_results(body: &Value) -> Vec<(String, String, bool)> {
     let mut out = Vec::new();

@@ -9,7 +9,7 @@ use nanocrab_testkit::Reply;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::harness::{Home, Wire, tool_results};
+use crate::harness::{Home, Wire, tool_names, tool_results};
 
 fn everything() -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -31,15 +31,6 @@ fn config(home: &Home, grants: &[&str]) -> Value {
     });
     config["tools"] = json!({"grants": grants});
     config
-}
-
-fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 #[test]

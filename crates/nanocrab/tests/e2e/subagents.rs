@@ -9,7 +9,7 @@ use nanocrab_testkit::{Gate, Reply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::harness::{Home, Wire, message_texts, tool_results};
+use crate::harness::{Home, Wire, message_texts, tool_names, tool_results};
 
 const TOKEN: &str = "123456:fake-telegram-5ecret";
 /// The sender of the recorded private message (`update-private-text.json`).
@@ -41,19 +41,6 @@ fn last_user_text(body: &Value) -> String {
         .rev()
         .find(|(role, _)| role == "user")
         .map(|(_, text)| text)
-        .unwrap_or_default()
-}
-
-/// The names of the tools a request offers.
-fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-                .collect()
-        })
         .unwrap_or_default()
 }
 

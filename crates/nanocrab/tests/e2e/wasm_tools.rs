@@ -6,7 +6,7 @@ use nanocrab_testkit::Reply;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::harness::{Home, Wire, tool_results};
+use crate::harness::{Home, Wire, tool_names, tool_results};
 
 /// The first fenced `language` block after `heading` in docs/tools.md.
 fn docs_block(heading: &str, language: &str) -> String {
@@ -17,15 +17,6 @@ fn docs_block(heading: &str, language: &str) -> String {
     let after = &docs[docs.find(heading).unwrap()..];
     let start = after.find(&format!("```{language}\n")).unwrap() + language.len() + 4;
     after[start..start + after[start..].find("```").unwrap()].to_owned()
-}
-
-fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 #[test]
