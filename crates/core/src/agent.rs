@@ -26,8 +26,10 @@ use crate::housekeeping::{Housekeeper, HousekeepingError};
 use crate::retrieval::MemoryRetrieval;
 
 mod commands;
+mod inspection;
 
 pub use commands::HELP_TEXT;
+pub use inspection::{PromptPreview, RagMode};
 
 /// How many times the same call (same tool, same arguments) may run in one turn; later
 /// repeats are refused with an error result.
@@ -92,6 +94,14 @@ impl UserInput {
             content,
         }
     }
+}
+
+/// What [`Agent::compress`] did: how many entries of the transcript the new summary stands
+/// for, and how many after it the model still gets whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compressed {
+    pub summarized: usize,
+    pub kept: usize,
 }
 
 /// What a finished turn produced.
@@ -161,26 +171,57 @@ impl Agent {
         }
     }
 
+    /// Summarises the older part of `key`'s history at once, whatever its length, keeping
+    /// the newest half of it (by tokens, in whole turns) as it is: the web page's "compress".
+    /// `None` when there is nothing to summarise (one turn, or all of it already is).
+    pub async fn compress(
+        &self,
+        key: &SessionKey,
+        on_event: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<Option<Compressed>, AgentError> {
+        let counter = TokenCounter::for_model(&self.models.primary().model);
+        let session = self.store.load(key)?;
+        let start = session
+            .compaction
+            .as_ref()
+            .map_or(0, |c| c.through.min(session.entries.len()));
+        let total: usize = session.entries[start..]
+            .iter()
+            .map(|entry| counter.count_message(&entry.message()))
+            .sum();
+        let budget = self.settings.context_window_tokens as usize;
+        let Some(cut) = self
+            .compact(key, counter, budget, total / 2, on_event)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Compressed {
+            summarized: cut - start,
+            kept: session.entries.len() - cut,
+        }))
+    }
+
     /// Summarises the older part of the history, first folding it into the memory files when
-    /// consolidation is on; keeps the newest turns within their share of `budget`, or, with
-    /// `force` (the provider refused the request as too long), only the current turn.
-    /// Returns whether a compaction record was written.
+    /// consolidation is on; keeps the newest turns within `keep` tokens (and the current turn
+    /// always), summarising in parts of `budget`'s share. Returns where the summary ends when
+    /// a compaction record was written.
     async fn compact(
         &self,
         key: &SessionKey,
         counter: TokenCounter,
         budget: usize,
-        force: bool,
+        keep: usize,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
-    ) -> Result<bool, AgentError> {
+    ) -> Result<Option<usize>, AgentError> {
         let session = self.store.load(key)?;
         let entries = &session.entries;
         let start = session
             .compaction
             .as_ref()
             .map_or(0, |c| c.through.min(entries.len()));
-        let Some(cut) = compaction::cut_point(entries, start, counter, budget, force) else {
-            return Ok(false);
+        let Some(cut) = compaction::cut_point(entries, start, counter, keep) else {
+            return Ok(None);
         };
         // The silent memory flush: what is about to leave the model's view goes to the
         // memory files first.
@@ -205,14 +246,14 @@ impl Agent {
             .await?
         else {
             tracing::warn!("{key}: the model returned an empty summary; not compacting");
-            return Ok(false);
+            return Ok(None);
         };
         self.store
             .append_compaction(key, &nanocrab_sessions::Compaction::new(cut, summary))?;
         on_event(AgentEvent::Compaction {
             messages: cut - start,
         });
-        Ok(true)
+        Ok(Some(cut))
     }
 
     /// Learns how many prompt tokens the provider counts per estimated token, from one request
@@ -267,6 +308,20 @@ impl Agent {
             Some(housekeeper) => housekeeper.title_if_missing(&self.store, key).await,
             None => Ok(None),
         }
+    }
+
+    /// Titles session `key` now, replacing any title it has, with the housekeeping model or
+    /// else the agent's own; the new title, or `None` when the conversation has no answered
+    /// question yet or the model gave nothing usable.
+    pub async fn generate_title(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Option<String>, HousekeepingError> {
+        let models = self
+            .housekeeper
+            .as_ref()
+            .map_or(&self.models, |housekeeper| &housekeeper.models);
+        crate::housekeeping::retitle(models, &self.store, key).await
     }
 
     /// Folds the older part of the conversation into memory/HISTORY.md and MEMORY.md when
@@ -518,10 +573,7 @@ impl Agent {
         let counter = TokenCounter::for_model(&self.models.primary().model);
         let mut history = CountedHistory::new(counter, self.store.load(key)?.messages());
         let settings = self.store.settings(key)?;
-        let rag = match &self.memory {
-            Some(memory) => settings.rag_mode.unwrap_or(memory.rag_by_default),
-            None => false,
-        };
+        let rag = self.rag_on(&settings);
         // Attached to this turn's message in every request of the turn, never stored.
         let retrieved = if rag {
             self.retrieve_memory(&input.text, on_event).await
@@ -585,8 +637,15 @@ impl Agent {
         // The transcript is read again only when it has to be compacted.
         if history.exceeds(budget.compaction_trigger())
             && self
-                .compact(key, counter, budget.history(), false, on_event)
+                .compact(
+                    key,
+                    counter,
+                    budget.history(),
+                    compaction::kept_tokens(budget.history(), false),
+                    on_event,
+                )
                 .await?
+                .is_some()
         {
             history = CountedHistory::new(counter, self.store.load(key)?.messages());
         }
@@ -625,9 +684,16 @@ impl Agent {
                 Err(err) if err.is_context_overflow() && !compacted_for_overflow => {
                     drop(request);
                     compacted_for_overflow = true;
-                    if !self
-                        .compact(key, counter, budget.history(), true, on_event)
+                    if self
+                        .compact(
+                            key,
+                            counter,
+                            budget.history(),
+                            compaction::kept_tokens(budget.history(), true),
+                            on_event,
+                        )
                         .await?
+                        .is_none()
                     {
                         return Err(err.into());
                     }

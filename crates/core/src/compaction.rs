@@ -22,22 +22,25 @@ const SUMMARY_PROMPT: &str = "You summarise a conversation for the assistant tha
 
 const MERGE_PROMPT: &str = "Merge these summaries of consecutive parts of one conversation into one summary, in order, keeping every fact, decision, name, number, date, file path and open task; at most 500 words. Reply with the summary only.";
 
+/// How many tokens of the newest turns a compaction keeps whole: their share of `budget`, or,
+/// with `force` (the provider said the request was too long), none beyond the current turn.
+pub(crate) fn kept_tokens(budget: usize, force: bool) -> usize {
+    if force {
+        0
+    } else {
+        (budget as f64 * KEEP_SHARE) as usize
+    }
+}
+
 /// Where compacting `entries`, summarised up to `start` already, cuts them: the older part
-/// ends there and is summarised; the newest whole turns within their share of `budget` stay,
-/// or, with `force` (the provider said the request was too long), only the current turn.
-/// `None` when nothing would be summarised.
+/// ends there and is summarised; the newest whole turns within `keep` tokens stay, and the
+/// current turn always does. `None` when nothing would be summarised.
 pub(crate) fn cut_point(
     entries: &[SessionEntry],
     start: usize,
     counter: TokenCounter,
-    budget: usize,
-    force: bool,
+    keep: usize,
 ) -> Option<usize> {
-    let keep = if force {
-        0
-    } else {
-        (budget as f64 * KEEP_SHARE) as usize
-    };
     let (mut cut, mut kept) = (None, 0);
     for i in (start..entries.len()).rev() {
         kept += counter.count_message(&entries[i].message());

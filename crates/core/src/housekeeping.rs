@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 
 use nanocrab_provider::{ChatRequest, ModelChain, ProviderError, ResolvedModel};
 use nanocrab_schema::{LlmMessage, Role, SessionKey};
-use nanocrab_sessions::{SessionEntry, SessionError, SessionStore, TokenCounter};
+use nanocrab_sessions::{Session, SessionEntry, SessionError, SessionStore, TokenCounter};
 
 pub(crate) const TITLE_PROMPT: &str =
     "Write a title of at most six words for the conversation below. Answer with the title only.";
@@ -72,25 +72,10 @@ impl Housekeeper {
             return Ok(None);
         }
         let session = store.load(key)?;
-        let mut messages = session.entries.iter().map(SessionEntry::message);
-        let Some(question) = messages
-            .by_ref()
-            .find(|m| m.role == Role::User && !m.text().trim().is_empty())
-        else {
+        let Some(exchange) = first_exchange(&session) else {
             return Ok(None);
         };
-        let Some(answer) =
-            messages.find(|m| m.role == Role::Assistant && !m.text().trim().is_empty())
-        else {
-            return Ok(None);
-        };
-        let answer = self
-            .ask(
-                TITLE_PROMPT,
-                title_input(&question.text(), &answer.text()),
-                24,
-            )
-            .await;
+        let answer = self.ask(TITLE_PROMPT, exchange, 24).await;
         let title = answer.as_deref().ok().and_then(clean_title);
         let Some(title) = title else {
             // Asked once: a model that failed or gave nothing usable is not asked again after
@@ -123,6 +108,38 @@ impl Housekeeper {
         let tokens = TokenCounter::for_model(&model.model).count_text(prompt);
         tokens as f64 <= f64::from(window) * SHORT_SHARE
     }
+}
+
+/// The title prompt's input for `session`: its first question and answer, each shortened;
+/// `None` until it has both.
+pub(crate) fn first_exchange(session: &Session) -> Option<String> {
+    let mut messages = session.entries.iter().map(SessionEntry::message);
+    let question = messages
+        .by_ref()
+        .find(|m| m.role == Role::User && !m.text().trim().is_empty())?;
+    let answer = messages.find(|m| m.role == Role::Assistant && !m.text().trim().is_empty())?;
+    Some(title_input(&question.text(), &answer.text()))
+}
+
+/// Titles session `key` of `store` with `models` whether it has a title or not (the user
+/// asked); `None` when it has no answered question yet or the model gave nothing usable.
+pub(crate) async fn retitle(
+    models: &ModelChain,
+    store: &SessionStore,
+    key: &SessionKey,
+) -> Result<Option<String>, HousekeepingError> {
+    let session = store.load(key)?;
+    let Some(exchange) = first_exchange(&session) else {
+        return Ok(None);
+    };
+    let answer = ask_once(models, TITLE_PROMPT, exchange, 24, Some(0.0)).await?;
+    let Some(title) = clean_title(&answer) else {
+        return Ok(None);
+    };
+    let mut settings = store.settings(key)?;
+    settings.title = Some(title.clone());
+    store.save_settings(key, &settings)?;
+    Ok(Some(title))
 }
 
 /// The title prompt's conversation: the first question and its answer, each shortened.

@@ -10,7 +10,10 @@ mod housekeeping;
 mod retrieval;
 pub mod workspace;
 
-pub use agent::{Agent, AgentError, AgentSettings, HELP_TEXT, ToolRefresh, TurnOutcome, UserInput};
+pub use agent::{
+    Agent, AgentError, AgentSettings, Compressed, HELP_TEXT, PromptPreview, RagMode, ToolRefresh,
+    TurnOutcome, UserInput,
+};
 pub use consolidation::{Consolidation, ConsolidationError, ConsolidationReport};
 pub use context::{ChannelInfo, ContextBuilder, PromptMode, RuntimeInfo};
 pub use housekeeping::HousekeepingError;

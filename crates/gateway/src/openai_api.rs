@@ -255,6 +255,7 @@ fn stream(
             started: _,
             mut events,
             outcome,
+            titled: _,
         } = ticket;
         // A client that went away stops the writing, not the turn: the scheduler runs it to
         // its end so the session stays whole.

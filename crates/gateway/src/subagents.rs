@@ -753,6 +753,7 @@ impl Inner {
             started,
             mut events,
             outcome,
+            titled: _,
         } = ticket;
         let began = tokio::select! {
             began = started => began.is_ok(),

@@ -110,6 +110,9 @@ pub struct TurnTicket {
     /// wait; one turn's events are bounded by the turn itself.
     pub events: mpsc::UnboundedReceiver<AgentEvent>,
     pub outcome: TurnResult,
+    /// Fires with the session's new title when the housekeeping after the turn gave it one
+    /// (its first answered question); dropped unfired otherwise.
+    pub titled: oneshot::Receiver<String>,
 }
 
 /// The end of a submitted turn; a future.
@@ -209,6 +212,7 @@ struct ApiJob {
     started: oneshot::Sender<()>,
     events: mpsc::UnboundedSender<AgentEvent>,
     outcome: oneshot::Sender<Result<TurnOutcome, AgentError>>,
+    titled: oneshot::Sender<String>,
 }
 
 /// What one turn works on.
@@ -250,6 +254,7 @@ impl Turns {
         let (events, events_out) = mpsc::unbounded_channel();
         let (outcome, outcome_out) = oneshot::channel();
         let (started, started_out) = oneshot::channel();
+        let (titled, titled_out) = oneshot::channel();
         let job = ApiJob {
             agent_id: request.agent_id.clone(),
             with_model: request.with_model,
@@ -260,6 +265,7 @@ impl Turns {
             started,
             events,
             outcome,
+            titled,
         };
         self.enqueue(request.session, &request.agent_id, job, |job| {
             Job::Request(Box::new(job))
@@ -269,6 +275,7 @@ impl Turns {
             started: started_out,
             events: events_out,
             outcome: TurnResult(outcome_out),
+            titled: titled_out,
         })
     }
 
@@ -486,10 +493,10 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
     let Some(configured) = shared.agents.get(agent_id) else {
         return;
     };
-    let agent = match batch {
+    let (agent, titled) = match batch {
         Batch::Messages { entries, .. } => {
             shared.chats.run(configured, session, &entries).await;
-            Arc::clone(&configured.agent)
+            (Arc::clone(&configured.agent), None)
         }
         Batch::Request(job) => {
             let ApiJob {
@@ -500,6 +507,7 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
                 started,
                 events,
                 outcome,
+                titled,
                 ..
             } = *job;
             let agent = with_model.unwrap_or_else(|| Arc::clone(&configured.agent));
@@ -534,7 +542,7 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
             if !housekeeping {
                 return;
             }
-            agent
+            (agent, Some(titled))
         }
     };
     match agent.consolidate_if_due(session).await {
@@ -546,7 +554,14 @@ async fn run(shared: &Shared, session: &SessionKey, batch: Batch) {
         Ok(None) => {}
         Err(err) => tracing::warn!(session = %session, "memory consolidation failed: {err}"),
     }
-    if let Err(err) = agent.title_if_missing(session).await {
-        tracing::warn!(session = %session, "{err}");
+    match agent.title_if_missing(session).await {
+        Ok(Some(title)) => {
+            if let Some(titled) = titled {
+                // Whoever asked may have gone; the title is saved regardless.
+                let _ = titled.send(title);
+            }
+        }
+        Ok(None) => {}
+        Err(err) => tracing::warn!(session = %session, "{err}"),
     }
 }
