@@ -26,7 +26,7 @@ impl Token {
             .map(|token| Self(Sha256::digest(token.as_bytes()).into()))
     }
 
-    fn matches(&self, presented: &str) -> bool {
+    pub(crate) fn matches(&self, presented: &str) -> bool {
         let presented: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         // Every byte is looked at whatever the others hold: no early return.
         let difference = self
@@ -39,7 +39,7 @@ impl Token {
 }
 
 /// The token of an `Authorization: Bearer <token>` header.
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme
@@ -56,7 +56,18 @@ pub(crate) async fn require_auth(
 ) -> Response {
     let allowed = match &token {
         Some(token) => bearer(request.headers()).is_some_and(|presented| token.matches(presented)),
-        None => peer.ip().is_loopback(),
+        // A web page the user visits may send requests here too: a browser always says where
+        // such a request comes from (`Origin`), and API clients do not send one.
+        // A name that resolves to 127.0.0.1 for a site's page (DNS rebinding) is refused too.
+        None => {
+            let headers = request.headers();
+            peer.ip().is_loopback()
+                && !headers.contains_key(header::ORIGIN)
+                && headers
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .is_none_or(crate::web_auth::is_loopback_host)
+        }
     };
     if allowed {
         return next.run(request).await;
@@ -68,7 +79,7 @@ pub(crate) async fn require_auth(
         ),
         None => (
             StatusCode::FORBIDDEN,
-            "without gateway.auth.token only loopback clients may call this",
+            "without gateway.auth.token only loopback clients may call this, and not from a web page",
         ),
     };
     // The OpenAI error shape, so that OpenAI clients of `/v1/*` show the message.

@@ -56,6 +56,12 @@ mod subagents;
 mod subagents_api;
 mod turn_messages;
 mod turns;
+mod web_api;
+mod web_assets;
+mod web_auth;
+mod web_chat;
+mod web_files;
+mod web_wire;
 
 pub use access::{Access, AccessDecision, AccessError, AccessRules};
 pub use approvals::{Answered, Approvals};
@@ -98,3 +104,6 @@ pub use turn_messages::TurnMessages;
 pub use turns::{
     SessionActivity, SubmitError, TurnError, TurnRequest, TurnResult, TurnTicket, Turns,
 };
+pub use web_api::{Reports, Workbench, WorkbenchAgent, web_routes};
+pub use web_assets::files as web_files;
+pub use web_auth::{CONTENT_SECURITY_POLICY, CSRF_HEADER};

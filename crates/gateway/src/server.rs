@@ -209,10 +209,15 @@ pub struct TurnCounts {
 }
 
 async fn status(State(state): State<ServerState>) -> Json<StatusReport> {
+    Json(status_report(&state))
+}
+
+/// What `GET /status` answers: the gateway's uptime, channels, turns and heartbeats.
+pub fn status_report(state: &ServerState) -> StatusReport {
     let status = state.status();
     let sessions = state.turns().activity();
     let (finished, failed) = status.turns_done();
-    Json(StatusReport {
+    StatusReport {
         uptime_seconds: status.uptime_seconds(),
         stopping: state.turns().is_stopping(),
         channels: status.channels(),
@@ -230,5 +235,5 @@ async fn status(State(state): State<ServerState>) -> Json<StatusReport> {
             .get()
             .map(Heartbeats::reports)
             .unwrap_or_default(),
-    })
+    }
 }

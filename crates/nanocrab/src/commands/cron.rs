@@ -232,32 +232,26 @@ enum ListEntry<'a> {
     Broken(&'a BrokenView),
 }
 
-fn list(config: &Config, control: &CronControl, json: bool) -> anyhow::Result<()> {
-    let jobs: Vec<Result<CronJob, BrokenView>> = control
-        .list_each()?
-        .into_iter()
-        .map(|job| {
-            job.map_err(|err| {
-                let id = match &err {
-                    CronStoreError::BadJob { id, .. } => id.clone(),
-                    CronStoreError::CreateDir { .. } | CronStoreError::Sql { .. } => "?".to_owned(),
-                };
-                BrokenView {
-                    id,
-                    broken: err.to_string(),
-                }
-            })
+/// `cron list --json`, for the web page's `/api/status`.
+pub fn list_json(control: &CronControl) -> anyhow::Result<serde_json::Value> {
+    entries_json(&read_jobs(control)?)
+}
+
+fn entries_json(jobs: &[Result<CronJob, BrokenView>]) -> anyhow::Result<serde_json::Value> {
+    let entries: Vec<ListEntry<'_>> = jobs
+        .iter()
+        .map(|job| match job {
+            Ok(job) => ListEntry::Job(Box::new(JobView::from(job))),
+            Err(broken) => ListEntry::Broken(broken),
         })
         .collect();
+    Ok(serde_json::to_value(&entries)?)
+}
+
+fn list(config: &Config, control: &CronControl, json: bool) -> anyhow::Result<()> {
+    let jobs = read_jobs(control)?;
     if json {
-        let entries: Vec<ListEntry<'_>> = jobs
-            .iter()
-            .map(|job| match job {
-                Ok(job) => ListEntry::Job(Box::new(JobView::from(job))),
-                Err(broken) => ListEntry::Broken(broken),
-            })
-            .collect();
-        outln!("{}", serde_json::to_string_pretty(&entries)?)?;
+        outln!("{}", serde_json::to_string_pretty(&entries_json(&jobs)?)?)?;
         return Ok(());
     }
     if jobs.is_empty() {
@@ -368,4 +362,24 @@ fn run_now(config: &Config, control: &CronControl, id: &str) -> anyhow::Result<(
         }
     }
     Ok(())
+}
+
+/// The jobs of the store, each read or why it could not be.
+fn read_jobs(control: &CronControl) -> anyhow::Result<Vec<Result<CronJob, BrokenView>>> {
+    Ok(control
+        .list_each()?
+        .into_iter()
+        .map(|job| {
+            job.map_err(|err| {
+                let id = match &err {
+                    CronStoreError::BadJob { id, .. } => id.clone(),
+                    CronStoreError::CreateDir { .. } | CronStoreError::Sql { .. } => "?".to_owned(),
+                };
+                BrokenView {
+                    id,
+                    broken: err.to_string(),
+                }
+            })
+        })
+        .collect())
 }

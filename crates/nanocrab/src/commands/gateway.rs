@@ -10,14 +10,15 @@ use nanocrab_channels::telegram::{TelegramChannel, TelegramSettings};
 use nanocrab_core::Agent;
 use nanocrab_gateway::{
     Access, Approvals, CronControl, CronStore, Gateway, GatewayAgent, OutboundBus, PairingStore,
-    SubagentControl, TurnMessages, server,
+    SubagentControl, TurnMessages, Workbench, WorkbenchAgent, server,
 };
-use nanocrab_policy::Approver;
-use nanocrab_tools::CronJobs;
+use nanocrab_policy::{Approver, PathGuard};
+use nanocrab_tools::{CronJobs, WorkspaceHistory};
 use tokio_util::sync::CancellationToken;
 
 use super::Env;
 use super::agents::GatewayTools;
+use super::web_reports::WebReports;
 
 /// Agents built for `provider/model` API requests, by agent id and model.
 type AgentsByModel = HashMap<(String, String), Arc<Agent>>;
@@ -32,6 +33,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         config.require("channels.telegram")?;
     }
     let bus = OutboundBus::new();
+    let web_bus = bus.clone();
     let approvals = Approvals::new(bus.clone());
     // The scheduled jobs, which the agents' `cron` tool changes and the gateway runs.
     let cron = if config.cron.enabled {
@@ -90,6 +92,8 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         subagents: Arc::new(subagents.clone()),
     };
     let mut agents = BTreeMap::new();
+    // What the web page shows and edits of each agent.
+    let mut workbench_agents = BTreeMap::new();
     for id in config.agents.ids() {
         let built = super::agents::build(
             env,
@@ -102,6 +106,25 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         if let Some(notice) = &built.notice {
             tracing::info!(agent = id, "{notice}");
         }
+        let tools_config = config
+            .agents
+            .entries
+            .get(id)
+            .and_then(|entry| entry.tools.as_ref())
+            .unwrap_or(&config.tools);
+        let guard = PathGuard::new(&built.workspace, tools_config, env.user_home.as_deref())
+            .with_context(|| {
+                format!("the tools of agent `{id}` ({})", env.config_path.display())
+            })?;
+        workbench_agents.insert(
+            id.to_owned(),
+            WorkbenchAgent {
+                workspace: built.workspace.clone(),
+                guard,
+                index: Some(env.index_setup(&config, id)),
+                history: Some(WorkspaceHistory::new(env.paths.workspace_history())),
+            },
+        );
         agents.insert(
             id.to_owned(),
             GatewayAgent {
@@ -166,8 +189,9 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             gateway.turns().clone(),
             Arc::clone(gateway.status()),
         );
+        let web_approvals = Arc::clone(&approvals);
         let mut routes = nanocrab_gateway::openai_routes()
-            .merge(nanocrab_gateway::approval_routes(approvals))
+            .merge(nanocrab_gateway::approval_routes(Arc::clone(&approvals)))
             .merge(nanocrab_gateway::heartbeat_routes(
                 gateway.heartbeats().clone(),
             ))
@@ -175,23 +199,35 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         if let Some(scheduler) = gateway.cron() {
             routes = routes.merge(nanocrab_gateway::cron_routes(scheduler.clone()));
         }
-        let app = server::app(
-            state
-                .with_model_builder(model_builder)
-                .with_heartbeats(gateway.heartbeats().clone()),
-            routes,
+        let state = state
+            .with_model_builder(model_builder)
+            .with_heartbeats(gateway.heartbeats().clone());
+        let reports = WebReports {
+            env: env.clone(),
+            config: config.clone(),
+            cron: cron.clone(),
+        };
+        let workbench = Workbench::new(
+            state.clone(),
+            &config.gateway,
+            workbench_agents,
+            web_approvals,
+            web_bus,
+            Arc::new(reports),
         );
+        let app = server::app(state, routes).merge(nanocrab_gateway::web_routes(workbench));
         let shutdown = CancellationToken::new();
         let http = tokio::spawn(server::serve(listener, app, shutdown.clone()));
         eprintln!(
             "nanocrab gateway · channels: {} · agents: {} · listening on http://{address}",
             if channel_names.is_empty() {
-                "none (HTTP API only)".to_owned()
+                "none (the web page and HTTP API only)".to_owned()
             } else {
                 channel_names.join(", ")
             },
             config.agents.ids().collect::<Vec<_>>().join(", "),
         );
+        eprintln!("the web page: open http://{address}/ in a browser");
         let signals = shutdown.clone();
         tokio::spawn(async move {
             wait_for_signal().await;

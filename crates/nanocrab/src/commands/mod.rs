@@ -20,6 +20,7 @@ pub mod status;
 pub mod stdin_approver;
 pub mod subagents;
 pub mod usage;
+pub mod web_reports;
 pub mod workspace;
 
 use std::path::PathBuf;

@@ -18,38 +18,7 @@ pub fn run(env: &Env, command: SkillsCommand) -> anyhow::Result<()> {
         SkillsCommand::List { json, agent } => {
             let (_, skills) = found(env, &agent)?;
             if json {
-                let list: Vec<serde_json::Value> = skills
-                    .iter()
-                    .map(|skill| {
-                        let (status, reasons) = match &skill.status {
-                            Status::Available => ("available", Vec::new()),
-                            Status::Unavailable(missing) => (
-                                "unavailable",
-                                missing.iter().map(Missing::to_string).collect(),
-                            ),
-                            Status::Disabled => ("disabled", Vec::new()),
-                            Status::Shadowed(by) => ("shadowed", vec![by.display().to_string()]),
-                            Status::Invalid(reason) => ("invalid", vec![reason.clone()]),
-                        };
-                        serde_json::json!({
-                            "name": skill.name,
-                            "description": skill.meta.description,
-                            "source": skill.source,
-                            "path": skill.file,
-                            "status": status,
-                            "reasons": reasons,
-                            "always": skill.meta.always,
-                            "requires": {
-                                "bins": skill.meta.requires.bins,
-                                "anyBins": skill.meta.requires.any_bins,
-                                "env": skill.meta.requires.env,
-                                "config": skill.meta.requires.config,
-                                "os": skill.meta.os,
-                            },
-                            "capabilities": skill.meta.capabilities,
-                        })
-                    })
-                    .collect();
+                let list: Vec<serde_json::Value> = skills.iter().map(skill_json).collect();
                 outln!("{}", serde_json::to_string_pretty(&list)?)?;
                 return Ok(());
             }
@@ -305,4 +274,43 @@ fn download(url: &str, dir: &Path) -> anyhow::Result<PathBuf> {
     let path = dir.join(file_name);
     std::fs::write(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
+}
+
+/// A skill as `skills list --json` prints it (and the web page's `/api/skills` answers).
+fn skill_json(skill: &Skill) -> serde_json::Value {
+    let (status, reasons) = match &skill.status {
+        Status::Available => ("available", Vec::new()),
+        Status::Unavailable(missing) => (
+            "unavailable",
+            missing.iter().map(Missing::to_string).collect(),
+        ),
+        Status::Disabled => ("disabled", Vec::new()),
+        Status::Shadowed(by) => ("shadowed", vec![by.display().to_string()]),
+        Status::Invalid(reason) => ("invalid", vec![reason.clone()]),
+    };
+    serde_json::json!({
+        "name": skill.name,
+        "description": skill.meta.description,
+        "source": skill.source,
+        "path": skill.file,
+        "status": status,
+        "reasons": reasons,
+        "always": skill.meta.always,
+        "requires": {
+            "bins": skill.meta.requires.bins,
+            "anyBins": skill.meta.requires.any_bins,
+            "env": skill.meta.requires.env,
+            "config": skill.meta.requires.config,
+            "os": skill.meta.os,
+        },
+        "capabilities": skill.meta.capabilities,
+    })
+}
+
+/// `skills list --json` of agent `agent`.
+pub fn list_json(env: &Env, agent: &str) -> anyhow::Result<serde_json::Value> {
+    let (_, skills) = found(env, agent)?;
+    Ok(serde_json::Value::Array(
+        skills.iter().map(skill_json).collect(),
+    ))
 }

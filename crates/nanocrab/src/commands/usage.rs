@@ -101,6 +101,16 @@ type Prices = BTreeMap<Option<String>, Option<ModelPricing>>;
 
 pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
     let config = env.load_config()?.config;
+    report(env, &config, args, &mut std::io::stdout().lock())
+}
+
+/// What `nanocrab usage` prints, written to `out`; the web page's `/api/usage` takes the JSON.
+pub fn report(
+    env: &Env,
+    config: &nanocrab_config::Config,
+    args: UsageArgs,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
     let sessions_dir = env.paths.sessions_dir();
     let only = args.session.as_deref().map(SessionKey::parse).transpose()?;
     let mut transcripts = read_usage(&sessions_dir, only.as_ref())?;
@@ -132,7 +142,7 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
     for call in calls() {
         prices
             .entry(call.model.clone())
-            .or_insert_with(|| call.model.as_deref().map(|m| model_pricing(m, &config)));
+            .or_insert_with(|| call.model.as_deref().map(|m| model_pricing(m, config)));
     }
     let pricing = |model: &Option<String>| prices.get(model).and_then(Option::as_ref);
     let config_file = env
@@ -269,7 +279,7 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
             }
         }
         if args.json {
-            let out = json!({
+            let body = json!({
                 "session": key.as_str(),
                 "since": since_json,
                 "pricesAsOf": PRICES_AS_OF,
@@ -277,14 +287,15 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
                 "models": model_json,
                 "total": total.json([("turns", json!(turn_count))]),
             });
-            outln!("{}", serde_json::to_string_pretty(&out)?)?;
+            writeln!(out, "{}", serde_json::to_string_pretty(&body)?)?;
         } else if turn_count == 0 {
-            outln!(
+            writeln!(
+                out,
                 "no usage recorded in session {key}{}",
                 since_note(args.since, &tz)
             )?;
         } else {
-            outln!("session {key}\n")?;
+            writeln!(out, "session {key}\n")?;
             let header = [
                 "time",
                 "models",
@@ -295,9 +306,14 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
                 "cache write",
                 "est. cost",
             ];
-            outln!("{}\n", table(&header, &[0, 1], &rows))?;
-            outln!("total: {}, {}", count(turn_count, "turn"), summary(&total))?;
-            print_notes(&notes)?;
+            writeln!(out, "{}\n", table(&header, &[0, 1], &rows))?;
+            writeln!(
+                out,
+                "total: {}, {}",
+                count(turn_count, "turn"),
+                summary(&total)
+            )?;
+            print_notes(out, &notes)?;
         }
         return Ok(());
     }
@@ -359,7 +375,7 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
                 ])
             })
             .collect();
-        let out = json!({
+        let body = json!({
             "since": since_json,
             "pricesAsOf": PRICES_AS_OF,
             "models": model_json,
@@ -370,11 +386,12 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
                 ("turns", json!(turn_count)),
             ]),
         });
-        outln!("{}", serde_json::to_string_pretty(&out)?)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&body)?)?;
         return Ok(());
     }
     if sessions.is_empty() {
-        outln!(
+        writeln!(
+            out,
             "no usage recorded in {}{}",
             sessions_dir.display(),
             since_note(args.since, &tz)
@@ -391,7 +408,7 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
         "cache write",
         "est. cost",
     ];
-    outln!("{}\n", table(&model_header, &[0, 1], &model_rows))?;
+    writeln!(out, "{}\n", table(&model_header, &[0, 1], &model_rows))?;
     // Only the user's own turns: the split would say nothing.
     if by_source.keys().any(|rank| *rank > 0) {
         let source_rows: Vec<Row> = by_source
@@ -407,7 +424,7 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
             })
             .collect();
         let source_header = ["started by", "turns", "calls", "tokens", "est. cost"];
-        outln!("{}\n", table(&source_header, &[0], &source_rows))?;
+        writeln!(out, "{}\n", table(&source_header, &[0], &source_rows))?;
     }
     let session_rows: Vec<Row> = sessions
         .iter()
@@ -424,23 +441,24 @@ pub fn run(env: &Env, args: UsageArgs) -> anyhow::Result<()> {
         })
         .collect();
     let session_header = ["session", "turns", "tokens", "est. cost", "last activity"];
-    outln!("{}\n", table(&session_header, &[0, 4], &session_rows))?;
-    outln!(
+    writeln!(out, "{}\n", table(&session_header, &[0, 4], &session_rows))?;
+    writeln!(
+        out,
         "total: {}, {}, {}",
         count(sessions.len() as u64, "session"),
         count(turn_count, "turn"),
         summary(&total)
     )?;
-    print_notes(&notes)?;
+    print_notes(out, &notes)?;
     Ok(())
 }
 
-fn print_notes(notes: &[String]) -> std::io::Result<()> {
+fn print_notes(out: &mut dyn std::io::Write, notes: &[String]) -> std::io::Result<()> {
     if !notes.is_empty() {
-        outln!()?;
+        writeln!(out)?;
     }
     for note in notes {
-        outln!("{note}")?;
+        writeln!(out, "{note}")?;
     }
     Ok(())
 }

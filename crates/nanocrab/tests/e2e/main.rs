@@ -39,3 +39,5 @@ mod terminal;
 mod tool_loop;
 mod usage;
 mod wasm_tools;
+mod web_api;
+mod web_client;

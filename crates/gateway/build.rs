@@ -1,0 +1,57 @@
+//! Lists the web page's files (`web/`) for `web_assets.rs`, which embeds them: adding a file
+//! to the page needs no change to the code.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("web");
+    println!("cargo:rerun-if-changed={}", root.display());
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    // Sorted as the lookup compares them: by the path as written.
+    let mut files: Vec<(String, PathBuf)> = files
+        .into_iter()
+        .map(|file| {
+            let relative = file
+                .strip_prefix(&root)
+                .map(|p| p.to_string_lossy().replace('\\', "/"))
+                .unwrap_or_default();
+            (relative, file)
+        })
+        .collect();
+    files.sort();
+    let mut table = String::from("&[\n");
+    for (relative, file) in &files {
+        println!("cargo:rerun-if-changed={}", file.display());
+        // `{:?}` writes a Rust string literal, escapes included.
+        let _ = writeln!(
+            table,
+            "    ({relative:?}, include_bytes!({:?}) as &[u8]),",
+            file.display().to_string()
+        );
+    }
+    table.push_str("]\n");
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("web_assets.rs");
+    if let Err(err) = std::fs::write(&out, table) {
+        panic!("cannot write {}: {err}", out.display());
+    }
+}
+
+/// Every file under `dir`, leaving out hidden ones (editor swap files, `.DS_Store`).
+fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if path.is_dir() {
+            walk(&path, files);
+        } else {
+            files.push(path);
+        }
+    }
+}
