@@ -28,6 +28,7 @@ async function errorFrom(res) {
   } catch {
     // Not JSON (a proxy's HTML page, an empty body): the status line says enough.
   }
+  if (res.status === 401) window.dispatchEvent(new CustomEvent("nanocrab:unauthorized"));
   return new ApiError(res.status, message, body);
 }
 

@@ -4,7 +4,7 @@
 import { api, setCsrf } from "./api.js";
 import { $, el, toast, store, debounce } from "./util.js";
 import { state, on, emit } from "./state.js";
-import { initChat, showSession, sessionFromHash, applyLiveTurn, applyLiveMessage, pollApprovals } from "./chat.js";
+import { initChat, showSession, sessionFromHash, applyLiveTurn, applyLiveMessage } from "./chat.js";
 import { initSessions, refreshSessions } from "./sessions.js";
 import { initInspector, loadFiles } from "./inspector.js";
 import { initEditor } from "./editor.js";
@@ -150,6 +150,7 @@ function initSignin() {
       const r = await api.login(token);
       input.value = "";
       if (r && r.csrf) setCsrf(r.csrf);
+      usedToken = true;
       await boot();
     } catch (e) {
       showSignin(e.status === 401 ? "That token is not right." : `Could not sign in: ${e.message}`);
@@ -160,13 +161,15 @@ function initSignin() {
 }
 
 let started = false;
+// Set when this page signed in with the token: only then is there a cookie to drop.
+let usedToken = false;
 
 async function start(me) {
   state.me = me;
   setCsrf(me.csrf);
   state.agent = me.defaultAgent || (me.agents && me.agents[0]) || "main";
   show("app");
-  $("#logout").hidden = !me.needsToken && !me.tokenAuth;
+  $("#logout").hidden = !(me.needsToken || usedToken);
   const agents = Array.isArray(me.agents) ? me.agents : [];
   if (agents.length > 1) {
     const sel = $("#agent-select");
@@ -187,7 +190,6 @@ async function start(me) {
   await refreshSessions();
   await showSession(sessionFromHash());
   connectEvents();
-  pollApprovals();
   $("#message-input").focus();
 }
 
@@ -205,6 +207,14 @@ async function boot() {
 }
 
 function init() {
+  // A cookie that expired (or a gateway restarted with a new token) sends the user
+  // back to the sign-in form instead of a stream of failing requests.
+  const recheck = debounce(async () => {
+    if ($("#app").hidden) return;
+    const me = await api.me().catch(() => null);
+    if (me && me.signedIn === false && me.needsToken) showSignin("Your sign-in has expired. Enter the token again.");
+  }, 500);
+  window.addEventListener("nanocrab:unauthorized", recheck);
   fillIcons();
   initTheme();
   initLayout();

@@ -615,7 +615,7 @@ export function updateComposer() {
   $("#send").disabled = ro;
   $("#image-input").disabled = ro;
   $("#attach").disabled = ro;
-  input.placeholder = ro ? "Read-only: click Open to reply here" : "Message nanocrab… (Enter to send, Shift+Enter for a new line)";
+  input.placeholder = ro ? "Read-only: click Open to reply here" : "Message nanocrab…";
 }
 
 function autoGrow() {
@@ -1031,5 +1031,6 @@ export function initChat() {
     updateComposer();
   });
   on("approval-event", () => pollApprovals());
+  on("approvals-changed", () => schedulePoll(300));
   schedulePoll(500);
 }

@@ -467,11 +467,13 @@ export function initInspector() {
     if (active === "tokens") load("tokens");
   });
   on("approvals", (list) => {
+    const before = pending.map((a) => a.id).join(",");
     pending = list || [];
     const badge = $("#approval-badge");
     badge.textContent = String(pending.length);
     badge.hidden = pending.length === 0;
-    if (active === "activity" && $("#approvals-card")) renderApprovals($("#approvals-card"));
+    const changed = before !== pending.map((a) => a.id).join(",");
+    if (changed && active === "activity" && $("#approvals-card")) renderApprovals($("#approvals-card"));
   });
   on("agent-changed", () => {
     loadFiles();

@@ -82,7 +82,16 @@ function startRename(item, s) {
     if (finished) return;
     finished = true;
     const title = input.value.trim();
-    if (save && title && title !== s.title) {
+    if (save && !title && input.dataset.touched) {
+      // An emptied title asks the gateway to write one from the conversation.
+      try {
+        const r = await api.generateTitle(s.id);
+        if (r && r.title) s.title = r.title;
+        emit("sessions-updated");
+      } catch (e) {
+        toast(`Could not generate a title: ${e.message}`, "error");
+      }
+    } else if (save && title && title !== s.title) {
       try {
         const updated = await api.renameSession(s.id, title);
         s.title = (updated && updated.title) || title;
@@ -104,6 +113,8 @@ function startRename(item, s) {
       end(false);
     }
   });
+  input.addEventListener("input", () => (input.dataset.touched = "1"));
+  input.title = "Enter saves, Escape cancels; an empty title is generated from the conversation";
   input.addEventListener("blur", () => end(true));
   input.addEventListener("click", (ev) => ev.stopPropagation());
 }
