@@ -480,7 +480,7 @@ async function loadHistory(v, id) {
     const h = await api.history(id);
     if (seq !== v.loadSeq || v.stream) return;
     renderHistory(v, h || {});
-    if (h && h.title) setChatTitle(h.title);
+    if (state.current === id) setChatTitle((sessionById(id) || {}).title || (h && h.title));
   } catch (e) {
     if (seq !== v.loadSeq) return;
     clear(v.el);

@@ -72,9 +72,11 @@ export function render() {
 function startRename(item, s) {
   if (renaming) return;
   renaming = s.id;
-  const titleEl = item.querySelector(".session-title");
+  // The input replaces the whole open button: an input inside a button would also
+  // "click" the button (and reopen the session) on Enter.
+  const openBtn = item.querySelector(".session-open");
   const input = el("input.rename-input", { type: "text", value: s.title || "", "aria-label": "New title", maxlength: 200 });
-  titleEl.replaceWith(input);
+  openBtn.replaceWith(input);
   input.focus();
   input.select();
   let finished = false;
