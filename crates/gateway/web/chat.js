@@ -605,8 +605,14 @@ function streamingHere() {
   return !!(v && v.stream);
 }
 
+// A turn of the shown session running elsewhere (another tab, the CLI, a channel).
+function runningElsewhere() {
+  const s = state.current ? sessionById(state.current) : null;
+  return !!(s && s.running && !streamingHere());
+}
+
 export function updateComposer() {
-  const busy = streamingHere();
+  const busy = streamingHere() || runningElsewhere();
   const ro = isReadOnly(state.current);
   $("#send").hidden = busy;
   $("#stop").hidden = !busy;
@@ -680,7 +686,7 @@ export async function send() {
   const input = $("#message-input");
   const text = input.value.trim();
   if (!text && !attachments.length) return;
-  if (streamingHere() || isReadOnly(state.current)) return;
+  if (streamingHere() || runningElsewhere() || isReadOnly(state.current)) return;
 
   const sessionId = state.current;
   const key = viewKey(sessionId);
@@ -696,7 +702,8 @@ export async function send() {
   const sent = attachments;
   attachments = [];
   renderAttachments();
-  v.el.append(userMessage([...sent.map((a) => ({ type: "image", url: a.url })), { type: "text", text }]));
+  const userEl = userMessage([...sent.map((a) => ({ type: "image", url: a.url })), { type: "text", text }]);
+  v.el.append(userEl);
   const answer = new AnswerView(v, true);
   answer.pending();
   v.el.append(answer.el);
@@ -729,18 +736,27 @@ export async function send() {
     if (e.name === "AbortError") {
       answer.notice("Stopped. What was said so far is kept.");
       answer.finish();
+    } else if (!started && e.status) {
+      // Refused before anything ran: nothing was said, so the message goes back into
+      // the composer instead of staying in the conversation.
+      userEl.remove();
+      answer.el.remove();
+      if (!v.el.firstChild && state.current === null) welcome(v);
+      input.value = text;
+      attachments = sent;
+      renderAttachments();
+      autoGrow();
+      toast(e.status === 429 ? "The queue is full; try again in a moment." : e.status === 409 ? `Not sent: ${e.message || "a turn is already running"}.` : `Not sent: ${e.message}`, "error");
+      answer.finish();
     } else {
-      answer.error(e.status === 429 ? "The queue is full; try again in a moment." : e.message || "The request failed.");
-      if (!started && e.status) {
-        // Refused before anything ran: give the text back so it is not lost.
-        input.value = text;
-        autoGrow();
-      }
+      answer.error(e.message || "The request failed.");
     }
   } finally {
-    for (const a of sent) setTimeout(() => URL.revokeObjectURL(a.url), 60000);
+    if (attachments !== sent) for (const a of sent) setTimeout(() => URL.revokeObjectURL(a.url), 60000);
     stream.ended = true;
     v.stream = null;
+    const ended = stream.sessionId ? sessionById(stream.sessionId) : null;
+    if (ended) ended.running = false;
     if (stream.sessionId) recentlyEnded.set(stream.sessionId, Date.now());
     if (state.current === stream.sessionId) updateComposer();
     emit("sessions-dirty");
@@ -803,8 +819,21 @@ function applyTitle(id, title) {
 export async function stop() {
   const v = currentView();
   const stream = v && v.stream;
-  if (!stream) return;
   const btn = $("#stop");
+  if (!stream) {
+    if (!state.current) return;
+    btn.disabled = true;
+    try {
+      const r = await api.stop(state.current);
+      if (r && r.stopped === false) toast("Nothing was running.", "info");
+    } catch (e) {
+      toast(`Could not stop: ${e.message}`, "error");
+    } finally {
+      btn.disabled = false;
+      emit("sessions-dirty");
+    }
+    return;
+  }
   btn.disabled = true;
   try {
     if (!stream.sessionId) {

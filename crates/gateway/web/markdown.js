@@ -26,6 +26,7 @@ function setup() {
           node.setAttribute("data-blocked", "");
         }
       }
+      if (node.tagName === "INPUT") node.setAttribute("disabled", "");
       if (node.tagName === "A" && node.hasAttribute("href")) {
         node.setAttribute("target", "_blank");
         node.setAttribute("rel", "noopener noreferrer nofollow");
@@ -40,7 +41,9 @@ export function toSafeHtml(markdown) {
   const html = window.marked.parse(markdown || "", { async: false });
   return window.DOMPurify.sanitize(html, {
     USE_PROFILE: { html: true },
-    FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select"],
+    // Task-list checkboxes (<input type=checkbox disabled>) stay; controls that could
+    // post or take input do not.
+    FORBID_TAGS: ["style", "form", "button", "textarea", "select", "option"],
     FORBID_ATTR: ["style"],
   });
 }
