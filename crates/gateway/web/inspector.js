@@ -299,7 +299,11 @@ function renderApprovals(host) {
   if (!pending.length) host.append(el("p.muted", { text: "Nothing is waiting." }));
   for (const a of pending) {
     const card = approvalCard(a);
-    card.prepend(el("div.muted.small-text.mono.ellipsis", { text: `${a.agent || ""} · ${a.session || ""}` }));
+    const where = el("button.link.small-text.mono.ellipsis.approval-where", { type: "button", title: "Open this session", text: [a.agent, a.session].filter(Boolean).join(" · ") || "session" });
+    where.addEventListener("click", () => {
+      if (a.session) location.hash = `#session=${encodeURIComponent(a.session)}`;
+    });
+    card.prepend(where);
     host.append(card);
   }
 }
