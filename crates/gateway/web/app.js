@@ -7,7 +7,7 @@ import { state, on, emit } from "./state.js";
 import { initChat, showSession, sessionFromHash, applyLiveTurn, applyLiveMessage } from "./chat.js";
 import { initSessions, refreshSessions } from "./sessions.js";
 import { initInspector, loadFiles } from "./inspector.js";
-import { initEditor } from "./editor.js";
+import { initEditor, refresh as refreshEditor } from "./editor.js";
 import { icon, fillIcons } from "./icons.js";
 
 // ---------- theme ----------
@@ -72,6 +72,7 @@ function initLayout() {
     $("#app").classList.add("inspector-hidden");
     $("#inspector-toggle").setAttribute("aria-expanded", "false");
   }
+  initResize();
   $("#drawer-backdrop").addEventListener("click", () => setDrawer(null));
   document.addEventListener("keydown", (ev) => {
     if (ev.key === "Escape" && ($("#app").classList.contains("sidebar-open") || $("#app").classList.contains("inspector-open"))) setDrawer(null);
@@ -82,6 +83,52 @@ function initLayout() {
   });
   on("file-opened", () => {
     // On a phone the editor lives in the inspector drawer; keep it open.
+  });
+}
+
+// The inspector's width: drag its left edge (or arrow keys on it); remembered.
+function initResize() {
+  const handle = $("#inspector-resize");
+  const layout = $(".layout");
+  const clamp = (w) => Math.round(Math.max(300, Math.min(w, window.innerWidth - 264 - 380)));
+  const set = (w, save) => {
+    if (w === null) {
+      layout.style.removeProperty("--inspector-width");
+      store.set("nanocrab.inspectorWidth", null);
+    } else {
+      layout.style.setProperty("--inspector-width", `${clamp(w)}px`);
+      if (save) store.set("nanocrab.inspectorWidth", String(clamp(w)));
+    }
+    refreshEditor();
+  };
+  const saved = Number(store.get("nanocrab.inspectorWidth"));
+  if (saved > 0) set(saved, false);
+  let dragging = false;
+  handle.addEventListener("pointerdown", (ev) => {
+    dragging = true;
+    handle.setPointerCapture(ev.pointerId);
+    handle.classList.add("dragging");
+    document.body.classList.add("resizing");
+    ev.preventDefault();
+  });
+  handle.addEventListener("pointermove", (ev) => {
+    if (dragging) set(layout.getBoundingClientRect().right - ev.clientX, false);
+  });
+  const end = (ev) => {
+    if (!dragging) return;
+    dragging = false;
+    handle.classList.remove("dragging");
+    document.body.classList.remove("resizing");
+    set(layout.getBoundingClientRect().right - ev.clientX, true);
+  };
+  handle.addEventListener("pointerup", end);
+  handle.addEventListener("pointercancel", end);
+  handle.addEventListener("dblclick", () => set(null));
+  handle.addEventListener("keydown", (ev) => {
+    if (ev.key !== "ArrowLeft" && ev.key !== "ArrowRight") return;
+    ev.preventDefault();
+    const now = $("#inspector").getBoundingClientRect().width;
+    set(now + (ev.key === "ArrowLeft" ? 24 : -24), true);
   });
 }
 
