@@ -248,7 +248,8 @@ async function boot() {
     $("#boot").textContent = `Cannot reach the gateway: ${e.message}`;
     return;
   }
-  if (me && me.signedIn !== false && me.csrf) return start(me);
+  // api.me() turns a refusal into { signedIn: false, status }; anything else is a 200.
+  if (me && me.signedIn !== false && !me.status) return start(me);
   if (me && me.needsToken) return showSignin("");
   $("#boot").textContent = "The gateway refused the page. Reload to try again.";
 }
