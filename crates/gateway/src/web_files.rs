@@ -11,6 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use nanocrab_config::DEFAULT_AGENT_ID;
+use nanocrab_policy::INSTRUCTION_PATHS;
 use nanocrab_tools::Change;
 use serde::Deserialize;
 
@@ -154,7 +155,12 @@ fn list(agent: &WorkbenchAgent) -> serde_json::Value {
         .unwrap_or_default();
     top.sort();
     for path in top.iter().filter(|p| p.is_file()) {
-        add(path, "workspace");
+        // The files the system prompt is built from, apart from the rest.
+        let bootstrap = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|name| INSTRUCTION_PATHS.contains(&name));
+        add(path, if bootstrap { "bootstrap" } else { "workspace" });
     }
     for (folder, group) in LISTED_FOLDERS {
         let mut found = Vec::new();

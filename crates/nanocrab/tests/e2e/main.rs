@@ -41,3 +41,5 @@ mod usage;
 mod wasm_tools;
 mod web_api;
 mod web_client;
+mod web_page;
+mod webdriver;

@@ -282,7 +282,7 @@ fn files_are_edited_inside_the_workspace_only() {
         })
         .collect();
     assert!(
-        files.contains(&("SOUL.md".to_owned(), "workspace".to_owned(), true)),
+        files.contains(&("SOUL.md".to_owned(), "bootstrap".to_owned(), true)),
         "{files:?}"
     );
     assert!(

@@ -42,8 +42,9 @@ pub struct Answer {
 }
 
 pub struct WebClient {
-    runtime: tokio::runtime::Runtime,
+    // Dropped before the runtime its connections live on.
     client: reqwest::Client,
+    runtime: tokio::runtime::Runtime,
     pub base: String,
     pub csrf: Option<String>,
     pub cookie: Option<String>,
@@ -68,8 +69,8 @@ impl WebClient {
         .build()
         .unwrap();
         Self {
-            runtime,
             client,
+            runtime,
             base: base.to_owned(),
             csrf: None,
             cookie: None,
