@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bus::{EventKind, OutboundEvent};
 use crate::turns::{SubmitError, TurnRequest, TurnTicket};
 use crate::web_api::{Workbench, approval_view, create_transcript, json_body, new_session_key};
-use crate::web_wire::{ApiError, UsageView, key_parts, stream_event};
+use crate::web_wire::{ApiError, UsageView, WEB_CHANNEL, key_parts, stream_event};
 
 /// At most this many images per message...
 const MAX_IMAGES: usize = 8;
@@ -120,7 +120,19 @@ fn start(workbench: &Workbench, body: &[u8]) -> Result<Started, ApiError> {
     }
     let (key, agent_id) = match &request.session_id {
         Some(id) => {
-            let (key, _) = workbench.session(id)?;
+            let key = match workbench.session(id) {
+                Ok((key, _)) => key,
+                // A page's session named by its client (the remote CLI's) starts here.
+                Err(err) => {
+                    let key = SessionKey::parse(id).map_err(|_| err)?;
+                    let (agent_id, channel) = key_parts(&key);
+                    if channel != WEB_CHANNEL {
+                        return Err(ApiError::not_found(format!("no session `{id}`")));
+                    }
+                    create_transcript(workbench.agent(&agent_id)?, &key)?;
+                    key
+                }
+            };
             let (agent_id, _) = key_parts(&key);
             if request.agent.as_deref().is_some_and(|a| a != agent_id) {
                 return Err(ApiError::bad_request(format!(

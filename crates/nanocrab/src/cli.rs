@@ -124,6 +124,13 @@ pub struct AgentArgs {
     /// An image to send with the message (PNG, JPEG, GIF or WebP); repeat for several.
     #[arg(long = "image", value_name = "PATH")]
     pub images: Vec<PathBuf>,
+    /// Talk to a running gateway instead (`http://host:18790`), through its web API; the
+    /// session is then one of the gateway's (`--session NAME` is `agent:main:web:NAME`).
+    #[arg(long, value_name = "URL")]
+    pub remote: Option<String>,
+    /// The gateway's `gateway.auth.token`, for --remote; NANOCRAB_GATEWAY_TOKEN otherwise.
+    #[arg(long, value_name = "TOKEN", requires = "remote")]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 use super::Env;
 use crate::cli::AgentArgs;
 
+mod remote;
+
 pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
-    let key = SessionKey::parse(&args.session).context("invalid --session")?;
     let images = args
         .images
         .iter()
@@ -21,6 +22,10 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
     if !images.is_empty() && args.message.is_none() {
         anyhow::bail!("--image needs a message: nanocrab agent -m \"what is this?\" --image PATH");
     }
+    if let Some(url) = &args.remote {
+        return remote::run(env, &args, url, images);
+    }
+    let key = SessionKey::parse(&args.session).context("invalid --session")?;
     let config = env.load_config()?.config;
     let built = super::agents::build(
         env,

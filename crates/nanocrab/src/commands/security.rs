@@ -140,7 +140,7 @@ fn settings(config: &Config) -> Vec<Finding> {
             severity: Severity::Risk,
             place: "gateway.host".into(),
             what: format!(
-                "{} is reachable from other machines and gateway.auth.token is not set (the gateway refuses to start like this)",
+                "{} is reachable from other machines and gateway.auth.token is not set: the web page (with its file editor), /api and /v1 would be open to anyone who can reach the port (the gateway refuses to start like this)",
                 gateway.host
             ),
             fix: "set gateway.auth.token to a long random string, or gateway.host to 127.0.0.1"

@@ -70,6 +70,27 @@ fn the_audit_names_each_risk_with_its_fix_and_fix_makes_private_files_private() 
 }
 
 #[test]
+fn the_audit_flags_a_web_page_reachable_from_the_network_without_a_token() {
+    let home = Home::new(Wire::Anthropic);
+    make_private(&home);
+    let mut config = home.base_config();
+    config["gateway"] = json!({"host": "0.0.0.0"});
+    home.write_config(config);
+    let run = home.run(home.nanocrab().args(["security", "audit"]));
+    assert!(!run.success);
+    let finding = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("gateway.host"))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(
+        finding
+            .contains("the web page (with its file editor), /api and /v1 would be open to anyone"),
+        "{finding}"
+    );
+}
+
+#[test]
 fn the_audit_calls_an_exec_sandbox_turned_off_a_risk_unless_exec_is_denied() {
     let home = Home::new(Wire::Anthropic);
     make_private(&home);

@@ -649,3 +649,57 @@ fn a_slow_reader_gets_the_whole_answer_and_the_page_sees_other_conversations_liv
         .collect();
     assert_eq!(text, "Live answer.");
 }
+
+#[test]
+fn the_cli_talks_to_a_gateway_elsewhere_with_its_approvals() {
+    let home = web_home(json!({"tools": {"exec": {"mode": "full"}}}));
+    let mut config = home.base_config();
+    config["gateway"] = json!({ "port": 0, "auth": { "token": "gw-5ecret-token" } });
+    config["tools"] = json!({"exec": {"mode": "full"}});
+    home.write_config(config);
+    home.mock.push(Reply::tool_call(
+        "call_1",
+        "exec",
+        json!({"command": "touch made.txt && echo made"}),
+    ));
+    home.mock.push(Reply::text("Made it."));
+    let gateway = home.start_gateway();
+    // The laptop: a home of its own, with no config at all.
+    let laptop = tempfile::tempdir().unwrap();
+    let remote = |args: &[&str], stdin: &str| {
+        let mut cmd = assert_cmd::Command::cargo_bin("nanocrab").unwrap();
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", laptop.path())
+            .env("NANOCRAB_HOME", laptop.path().join(".nanocrab"))
+            .args(["agent", "--remote", &gateway.base])
+            .args(args)
+            .write_stdin(stdin);
+        let output = cmd.output().unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (ok, _, stderr) = remote(&["-m", "hi"], "");
+    assert!(!ok);
+    assert!(stderr.contains("wants its token"), "{stderr}");
+
+    let (ok, stdout, stderr) = remote(
+        &["--token", "gw-5ecret-token", "-m", "make the file"],
+        "y\n",
+    );
+    assert!(ok, "{stdout}\n{stderr}\n{}", gateway.log());
+    assert_eq!(stdout, "Made it.\n");
+    assert!(stderr.contains("? exec wants to"), "{stderr}");
+    assert!(home.workspace().join("made.txt").exists());
+    // The conversation is the gateway's, under the CLI's session name.
+    let sessions = home.home().join("sessions");
+    assert!(
+        sessions.join("agent:main:web:cli-default.jsonl").exists(),
+        "{:?}",
+        std::fs::read_dir(&sessions).unwrap().collect::<Vec<_>>()
+    );
+    assert!(!stderr.contains("gw-5ecret-token"));
+}
