@@ -703,3 +703,27 @@ fn the_cli_talks_to_a_gateway_elsewhere_with_its_approvals() {
     );
     assert!(!stderr.contains("gw-5ecret-token"));
 }
+
+#[test]
+fn an_image_sent_from_the_page_reaches_the_model_and_is_shown_again() {
+    const PNG_BASE64: &str = "iVBORw0KGgpub3QtcmVhbGx5LXBpeGVscw==";
+    let home = web_home(json!({}));
+    home.mock.push(Reply::text("A very small picture."));
+    let gateway = home.start_gateway();
+    let web = WebClient::signed_in(&gateway.base);
+    let events = web.chat(&json!({
+        "message": "what is this?",
+        "images": [{"mediaType": "image/png", "data": PNG_BASE64}],
+    }));
+    let id = session_of(&events);
+    let sent = home.requests()[0].body.to_string();
+    assert!(sent.contains(PNG_BASE64), "{sent}");
+    let history = web.get(&WebClient::session_path(&id, "/history"));
+    let image = &history.body["messages"][0]["content"][1];
+    assert_eq!(image["type"], json!("image"), "{history:?}");
+    let url = image["url"].as_str().unwrap();
+    let fetched = web.get(url);
+    assert_eq!(fetched.status, 200, "{url}");
+    assert_eq!(fetched.headers["content-type"], "image/png");
+    assert_eq!(web.get("/api/media/..%2Fconfig.json").status, 404);
+}

@@ -249,3 +249,35 @@ fn on_a_phone_and_in_the_dark_the_page_still_works() {
     assert!(theme == json!("dark") || theme == json!("light"), "{theme}");
     assert_eq!(failures(&browser.console()), Vec::<String>::new());
 }
+
+#[test]
+fn a_telegram_conversation_shows_live_and_read_only_until_opened() {
+    use nanocrab_testkit::telegram::{self, FakeTelegram};
+
+    const TOKEN: &str = "123456:fake-telegram-5ecret";
+    let fake = FakeTelegram::spawn(TOKEN);
+    let home = web_home(json!({"channels": {"telegram": {
+        "token": TOKEN,
+        "apiBase": fake.api_base(),
+        "pollTimeout": 1,
+        // The sender of the recorded private message (`update-private-text.json`).
+        "allowFrom": ["218485655"],
+    }}}));
+    home.mock.push(Reply::text("Answered on Telegram."));
+    let gateway = home.start_gateway();
+    let browser = Browser::start(1400, 900);
+    browser.goto(&format!("{}/", gateway.base));
+    browser.find("#message-input");
+    fake.push_update(telegram::private_text("hello from my phone"));
+    // The chat's session appears in the list by itself, marked as Telegram's.
+    browser.text_when("#session-list", "the Telegram session", |t| {
+        t.contains("hello from my phone")
+    });
+    browser.click_on(".session-item[data-id*=':telegram:']");
+    browser.text_when(".message.assistant", "the Telegram answer", |t| {
+        t.contains("Answered on Telegram.")
+    });
+    browser.find("#readonly-bar #open-session");
+    browser.screenshot(&screenshot("telegram-live"));
+    assert_eq!(failures(&browser.console()), Vec::<String>::new());
+}
