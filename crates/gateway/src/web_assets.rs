@@ -1,5 +1,6 @@
-//! The web page's files, embedded in the binary when it is built (see `build.rs`): `GET /`
-//! and the files it loads, gzipped for browsers that take it and revalidated by ETag.
+//! The web page's files, embedded gzipped in the binary when it is built (see `build.rs`):
+//! `GET /` and the files it loads, sent as they are to browsers (all take gzip), unzipped for
+//! a client that does not, and revalidated by ETag.
 
 use std::sync::OnceLock;
 
@@ -9,19 +10,13 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest as _, Sha256};
 
-/// `(path under web/, content)`, sorted by path.
+/// `(path under web/, gzipped content)`, sorted by path.
 static FILES: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/web_assets.rs"));
 
-/// A file's ETag and gzipped body, made the first time it is asked for.
-struct Prepared {
-    etag: HeaderValue,
-    gzipped: Option<Vec<u8>>,
-}
+/// Each file's ETag, made the first time it is asked for; one slot per entry of [`FILES`].
+static ETAGS: OnceLock<Vec<OnceLock<HeaderValue>>> = OnceLock::new();
 
-/// One slot per entry of [`FILES`].
-static PREPARED: OnceLock<Vec<OnceLock<Prepared>>> = OnceLock::new();
-
-/// The embedded files, by path, for the figures in `docs/benchmarks.md` and tests.
+/// The embedded files by path, gzipped, for the figures in `docs/benchmarks.md` and tests.
 pub fn files() -> impl Iterator<Item = (&'static str, &'static [u8])> {
     FILES.iter().copied()
 }
@@ -41,24 +36,11 @@ fn content_type(path: &str) -> &'static str {
     }
 }
 
-fn prepare(content: &[u8]) -> Prepared {
-    let digest = Sha256::digest(content);
+fn etag(gzipped: &[u8]) -> HeaderValue {
+    let digest = Sha256::digest(gzipped);
     let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-    let etag = HeaderValue::from_str(&format!("\"{hex}\""))
-        .unwrap_or_else(|_| HeaderValue::from_static("\"0\""));
-    // Small files and pictures gain nothing.
-    let gzipped = (content.len() > 1024).then(|| {
-        use std::io::Write as _;
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-        encoder
-            .write_all(content)
-            .and_then(|()| encoder.finish())
-            .ok()
-    });
-    Prepared {
-        etag,
-        gzipped: gzipped.flatten(),
-    }
+    HeaderValue::from_str(&format!("\"{hex}\""))
+        .unwrap_or_else(|_| HeaderValue::from_static("\"0\""))
 }
 
 /// `GET /`.
@@ -75,41 +57,44 @@ fn serve(path: &str, headers: &HeaderMap) -> Response {
     let Ok(at) = FILES.binary_search_by(|(p, _)| (*p).cmp(path)) else {
         return (StatusCode::NOT_FOUND, "no such file").into_response();
     };
-    let content = FILES[at].1;
-    let slots = PREPARED.get_or_init(|| FILES.iter().map(|_| OnceLock::new()).collect());
-    let prepared = slots[at].get_or_init(|| prepare(content));
+    let gzipped = FILES[at].1;
+    let slots = ETAGS.get_or_init(|| FILES.iter().map(|_| OnceLock::new()).collect());
+    let etag = slots[at].get_or_init(|| etag(gzipped)).clone();
     let cache = (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if headers
         .get(header::IF_NONE_MATCH)
-        .is_some_and(|tag| tag == prepared.etag)
+        .is_some_and(|tag| *tag == etag)
     {
-        return (
-            StatusCode::NOT_MODIFIED,
-            [(header::ETAG, prepared.etag.clone()), cache],
-        )
-            .into_response();
+        return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag), cache]).into_response();
     }
     let takes_gzip = headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
-    let mut response = match (&prepared.gzipped, takes_gzip) {
-        (Some(gzipped), true) => {
-            let mut response = Body::from(gzipped.clone()).into_response();
-            response
-                .headers_mut()
-                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-            response
+    let mut response = if takes_gzip {
+        let mut response = Body::from(gzipped).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        response
+    } else {
+        use std::io::Read as _;
+        let mut content = Vec::new();
+        match flate2::read::GzDecoder::new(gzipped).read_to_end(&mut content) {
+            Ok(_) => Body::from(content).into_response(),
+            Err(err) => {
+                return (StatusCode::INTERNAL_SERVER_ERROR, format!("{path}: {err}"))
+                    .into_response();
+            }
         }
-        (Some(_) | None, _) => Body::from(content).into_response(),
     };
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(content_type(path)),
     );
-    headers.insert(header::ETAG, prepared.etag.clone());
+    headers.insert(header::ETAG, etag);
     headers.insert(cache.0, cache.1);
     headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
     response

@@ -514,6 +514,18 @@ fn bad_requests_get_clear_errors() {
     // The page itself, with its protections.
     let page = web.get("/");
     assert_eq!(page.status, 200);
+    // Unzipped for a client that does not take gzip; browsers get it as it is embedded.
+    assert!(
+        page.body.as_str().unwrap().starts_with("<!doctype html>"),
+        "{page:?}"
+    );
+    let gzipped = web.send(
+        web.client()
+            .get(format!("{}/app.js", gateway.base))
+            .header("Accept-Encoding", "gzip, br"),
+    );
+    assert_eq!(gzipped.headers["content-encoding"], "gzip");
+    assert_eq!(gzipped.headers["content-type"], "text/javascript; charset=utf-8");
     let csp = page.headers["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("script-src 'self'"), "{csp}");
     assert!(page.headers.get("access-control-allow-origin").is_none());
