@@ -61,11 +61,13 @@ mod web_assets;
 mod web_auth;
 mod web_chat;
 mod web_files;
+mod web_state;
 mod web_wire;
 
 pub use access::{Access, AccessDecision, AccessError, AccessRules};
 pub use approvals::{Answered, Approvals};
 pub use approvals_api::{PendingApproval, approval_routes};
+pub use auth::CONTENT_SECURITY_POLICY;
 pub use autonomous::{Autonomous, AutonomousError, AutonomousRun, Delivery};
 pub use bus::{EventKind, OutboundBus, OutboundEvent, Outgoing, Sent, Subscription};
 pub use cron::{
@@ -104,6 +106,7 @@ pub use turn_messages::TurnMessages;
 pub use turns::{
     SessionActivity, SubmitError, TurnError, TurnRequest, TurnResult, TurnTicket, Turns,
 };
-pub use web_api::{Reports, Workbench, WorkbenchAgent, web_routes};
+pub use web_api::web_routes;
 pub use web_assets::files as web_files;
-pub use web_auth::{CONTENT_SECURITY_POLICY, CSRF_HEADER};
+pub use web_auth::CSRF_HEADER;
+pub use web_state::{Reports, Workbench, WorkbenchAgent};

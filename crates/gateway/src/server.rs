@@ -110,6 +110,11 @@ impl ServerState {
         self
     }
 
+    /// The configured token, sharing its count of wrong guesses.
+    pub(crate) fn token(&self) -> Option<Token> {
+        self.shared.token.clone()
+    }
+
     pub(crate) fn model_builder(&self) -> Option<&ModelBuilder> {
         self.shared.with_model.get()
     }
@@ -135,6 +140,9 @@ pub fn app(state: ServerState, protected: Router<ServerState>) -> Router {
     Router::new()
         .route("/health", get(health))
         .merge(protected)
+        .layer(axum::middleware::map_response(
+            crate::auth::security_headers,
+        ))
         .with_state(state)
 }
 

@@ -3,144 +3,26 @@
 //! [`crate::web_chat`], the workspace files in [`crate::web_files`], sign-in and the browser
 //! protections in [`crate::web_auth`]. `docs/api.md` documents every route.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use nanocrab_config::DEFAULT_AGENT_ID;
 use nanocrab_core::Agent;
-use nanocrab_memory::IndexSetup;
-use nanocrab_policy::{ApprovalAnswer, PathGuard};
+use nanocrab_policy::ApprovalAnswer;
 use nanocrab_schema::SessionKey;
-use nanocrab_tools::WorkspaceHistory;
 use serde::Deserialize;
-use tokio_util::sync::CancellationToken;
 
-use crate::approvals::{Answered, Approvals};
+use crate::approvals::Answered;
 use crate::approvals_api::PendingApproval;
-use crate::bus::OutboundBus;
-use crate::server::{ServerState, status_report};
-use crate::web_auth::{WebAuth, guard};
-use crate::web_wire::{ApiError, MessageView, SessionView, WEB_CHANNEL, key_parts};
-
-/// What the page shows of an agent beyond its turns.
-#[derive(Clone)]
-pub struct WorkbenchAgent {
-    pub workspace: PathBuf,
-    /// The agent's file policy: the page edits what its tools could, and no more.
-    pub guard: PathGuard,
-    /// Its memory index, brought up to date after the page saves a file.
-    pub index: Option<IndexSetup>,
-    /// Where changed instruction files keep their earlier versions.
-    pub history: Option<WorkspaceHistory>,
-}
-
-/// Reports whose sources the binary owns (prices, the audit log's place, the skill folders,
-/// the scheduled jobs): each the same JSON as the CLI's `--json` output.
-pub trait Reports: Send + Sync {
-    /// `nanocrab skills list --json` for `agent`.
-    fn skills(&self, agent: &str) -> Result<serde_json::Value, String>;
-    /// `nanocrab usage --json`, of the calls since `since` when given.
-    fn usage(&self, since: Option<jiff::Timestamp>) -> Result<serde_json::Value, String>;
-    /// `nanocrab audit list --json` with at most `limit` records.
-    fn audit(&self, limit: usize) -> Result<serde_json::Value, String>;
-    /// `nanocrab cron list --json`.
-    fn cron(&self) -> Result<serde_json::Value, String>;
-}
-
-/// The API's state; clones share it.
-#[derive(Clone)]
-pub struct Workbench {
-    pub(crate) shared: Arc<Shared>,
-}
-
-pub(crate) struct Shared {
-    pub(crate) server: ServerState,
-    pub(crate) agents: BTreeMap<String, WorkbenchAgent>,
-    pub(crate) approvals: Arc<Approvals>,
-    pub(crate) bus: OutboundBus,
-    pub(crate) auth: Arc<WebAuth>,
-    reports: Arc<dyn Reports>,
-    /// The page's turns running now, to stop from the page.
-    pub(crate) running: Mutex<HashMap<SessionKey, CancellationToken>>,
-}
-
-impl Workbench {
-    pub fn new(
-        server: ServerState,
-        config: &nanocrab_config::GatewayConfig,
-        agents: BTreeMap<String, WorkbenchAgent>,
-        approvals: Arc<Approvals>,
-        bus: OutboundBus,
-        reports: Arc<dyn Reports>,
-    ) -> Self {
-        Self {
-            shared: Arc::new(Shared {
-                server,
-                agents,
-                approvals,
-                bus,
-                auth: WebAuth::new(config.auth.token.as_deref()),
-                reports,
-                running: Mutex::default(),
-            }),
-        }
-    }
-
-    /// The agent with id `id`, or 404.
-    pub(crate) fn agent(&self, id: &str) -> Result<&Arc<Agent>, ApiError> {
-        self.shared
-            .server
-            .turns()
-            .agent(id)
-            .ok_or_else(|| ApiError::not_found(format!("no agent `{id}`")))
-    }
-
-    pub(crate) fn workbench_agent(&self, id: &str) -> Result<&WorkbenchAgent, ApiError> {
-        self.shared
-            .agents
-            .get(id)
-            .ok_or_else(|| ApiError::not_found(format!("no agent `{id}`")))
-    }
-
-    /// The session `id` names and its agent; 404 unless its transcript exists.
-    pub(crate) fn session(&self, id: &str) -> Result<(SessionKey, &Arc<Agent>), ApiError> {
-        let key =
-            SessionKey::parse(id).map_err(|_| ApiError::not_found(format!("no session `{id}`")))?;
-        let (agent_id, _) = key_parts(&key);
-        let agent = self.agent(&agent_id)?;
-        if !agent.store().exists(&key) {
-            return Err(ApiError::not_found(format!("no session `{id}`")));
-        }
-        Ok((key, agent))
-    }
-
-    fn view(&self, key: &SessionKey, agent: &Agent) -> Result<SessionView, ApiError> {
-        let summary = agent
-            .store()
-            .list()
-            .map_err(ApiError::internal)?
-            .into_iter()
-            .find(|s| s.key == *key)
-            .ok_or_else(|| ApiError::not_found(format!("no session `{key}`")))?;
-        Ok(SessionView::new(summary, self.is_busy(key)))
-    }
-
-    fn is_busy(&self, key: &SessionKey) -> bool {
-        self.shared
-            .server
-            .turns()
-            .activity()
-            .iter()
-            .any(|a| a.session == *key && (a.running || a.waiting > 0))
-    }
-}
+use crate::server::status_report;
+use crate::web_auth::guard;
+use crate::web_state::{Workbench, approval_view, create_transcript, json_body, new_session_key};
+use crate::web_wire::{ApiError, ApiQuery, MessageView, SessionView};
 
 /// The page and `/api`, guarded by [`guard`]; merge it into the server's app.
 pub fn web_routes(workbench: Workbench) -> Router {
@@ -169,7 +51,13 @@ pub fn web_routes(workbench: Workbench) -> Router {
             get(get_config_rag_mode).put(put_config_rag_mode),
         )
         .route("/api/tokens/session/{id}", get(session_tokens))
-        .route("/api/chat", post(crate::web_chat::chat))
+        .route(
+            "/api/chat",
+            // Images come in the body, base64.
+            post(crate::web_chat::chat).layer(axum::extract::DefaultBodyLimit::max(
+                crate::web_chat::MAX_CHAT_BODY,
+            )),
+        )
         .route("/api/events", get(crate::web_chat::events))
         .route("/api/approvals", get(list_approvals))
         .route("/api/approvals/{id}", post(answer_approval))
@@ -193,12 +81,6 @@ pub fn web_routes(workbench: Workbench) -> Router {
 
 async fn no_such_route() -> ApiError {
     ApiError::not_found("no such API route; see docs/api.md")
-}
-
-/// A JSON body, or 400 naming what is wrong with it.
-pub(crate) fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|err| ApiError::bad_request(format!("bad JSON body: {err}")))
 }
 
 async fn me(
@@ -229,8 +111,13 @@ async fn me(
     .into_response()
 }
 
-async fn login(State(workbench): State<Workbench>, headers: HeaderMap, body: Bytes) -> Response {
-    crate::web_auth::login(&workbench.shared.auth, &headers, &body)
+async fn login(
+    State(workbench): State<Workbench>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    crate::web_auth::login(&workbench.shared.auth, &peer, &headers, &body)
 }
 
 async fn logout(State(workbench): State<Workbench>, headers: HeaderMap) -> Response {
@@ -267,19 +154,6 @@ async fn list_sessions(
 struct NewSession {
     agent: Option<String>,
     title: Option<String>,
-}
-
-/// Makes session `key`'s transcript exist, with only its first line, so it is listed before
-/// its first message.
-pub(crate) fn create_transcript(agent: &Agent, key: &SessionKey) -> Result<(), ApiError> {
-    agent.store().append(key, &[]).map_err(ApiError::internal)
-}
-
-/// A new session of the page for `agent`: `agent:<agent>:web:<random>`.
-pub(crate) fn new_session_key(agent: &str) -> Result<SessionKey, ApiError> {
-    let name = uuid::Uuid::new_v4().simple().to_string();
-    SessionKey::parse(&format!("agent:{agent}:{WEB_CHANNEL}:{}", &name[..12]))
-        .map_err(|err| ApiError::bad_request(err.to_string()))
 }
 
 async fn create_session(
@@ -355,7 +229,7 @@ async fn delete_session(
 fn history_body(key: &SessionKey, agent: &Agent) -> Result<serde_json::Value, ApiError> {
     let store = agent.store();
     let session = store.load(key).map_err(ApiError::internal)?;
-    let title = store.settings(key).map_err(ApiError::internal)?.title;
+    let title = store.title(&session).map_err(ApiError::internal)?;
     let messages: Vec<MessageView> = session.entries.iter().map(MessageView::new).collect();
     Ok(serde_json::json!({
         "id": key.to_string(),
@@ -515,7 +389,7 @@ const NAME_THE_SESSION: &str = "RAG mode is chosen per conversation: name it (?s
 
 async fn get_config_rag_mode(
     State(workbench): State<Workbench>,
-    Query(query): Query<SessionQuery>,
+    ApiQuery(query): ApiQuery<SessionQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = query
         .session
@@ -525,7 +399,7 @@ async fn get_config_rag_mode(
 
 async fn put_config_rag_mode(
     State(workbench): State<Workbench>,
-    Query(query): Query<SessionQuery>,
+    ApiQuery(query): ApiQuery<SessionQuery>,
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let SetRag { enabled, session } = json_body(&body)?;
@@ -533,19 +407,6 @@ async fn put_config_rag_mode(
         .or(query.session)
         .ok_or_else(|| ApiError::bad_request(NAME_THE_SESSION))?;
     write_rag(&workbench, &id, enabled)
-}
-
-pub(crate) fn approval_view(r: nanocrab_policy::ApprovalRequest) -> PendingApproval {
-    PendingApproval {
-        id: r.id,
-        agent: r.agent,
-        session: r.session.map(|s| s.to_string()),
-        tool: r.tool,
-        summary: r.summary,
-        risk: r.risk.to_string(),
-        needs: r.missing.iter().map(ToString::to_string).collect(),
-        session_grant_offered: r.session_grant_offered,
-    }
 }
 
 async fn list_approvals(State(workbench): State<Workbench>) -> Json<serde_json::Value> {
@@ -597,7 +458,7 @@ struct AgentQuery {
 
 async fn skills(
     State(workbench): State<Workbench>,
-    Query(query): Query<AgentQuery>,
+    ApiQuery(query): ApiQuery<AgentQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let agent = query.agent.as_deref().unwrap_or(DEFAULT_AGENT_ID);
     workbench.workbench_agent(agent)?;
@@ -617,7 +478,7 @@ struct UsageQuery {
 
 async fn usage(
     State(workbench): State<Workbench>,
-    Query(query): Query<UsageQuery>,
+    ApiQuery(query): ApiQuery<UsageQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let since = match query.days {
         Some(days) => Some(
@@ -639,7 +500,7 @@ struct LimitQuery {
 
 async fn audit(
     State(workbench): State<Workbench>,
-    Query(query): Query<LimitQuery>,
+    ApiQuery(query): ApiQuery<LimitQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
     report(

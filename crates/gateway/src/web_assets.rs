@@ -71,7 +71,20 @@ fn serve(path: &str, headers: &HeaderMap) -> Response {
         .get_all(header::ACCEPT_ENCODING)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
+        .flat_map(|v| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            let named = parts
+                .next()
+                .is_some_and(|name| name.eq_ignore_ascii_case("gzip") || name == "*");
+            // `gzip;q=0` says no.
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            named && !refused
+        });
     let mut response = if takes_gzip {
         let mut response = Body::from(gzipped).into_response();
         response

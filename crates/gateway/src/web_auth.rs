@@ -16,7 +16,7 @@
 //! scripts, so Markdown a model wrote cannot run any.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
-use crate::auth::{Token, bearer};
+use crate::auth::{Token, bearer, is_loopback_host, proxied};
 
 /// The sign-in cookie.
 pub const AUTH_COOKIE: &str = "nanocrab_auth";
@@ -38,17 +38,12 @@ pub const CSRF_HEADER: &str = "x-nanocrab-csrf";
 const SIGN_IN_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 /// At most this many browsers are signed in at once; the oldest sign-in goes first.
 const MAX_SIGN_INS: usize = 32;
-/// Wrong tokens tolerated per minute before sign-in is refused for the rest of it.
-const MAX_FAILED_SIGN_INS: u32 = 5;
-
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
 
 /// The page's sign-ins and its CSRF secret; one per server.
 pub struct WebAuth {
     token: Option<Token>,
     /// SHA-256 of each sign-in cookie, with when it was given.
     sign_ins: Mutex<HashMap<[u8; 32], Instant>>,
-    failures: Mutex<(Instant, u32)>,
     csrf: String,
 }
 
@@ -63,11 +58,11 @@ enum Proof {
 }
 
 impl WebAuth {
-    pub fn new(token: Option<&str>) -> Arc<Self> {
+    /// With the server's `token`, whose count of wrong guesses the page shares.
+    pub(crate) fn new(token: Option<Token>) -> Arc<Self> {
         Arc::new(Self {
-            token: Token::from_config(token),
+            token,
             sign_ins: Mutex::default(),
-            failures: Mutex::new((Instant::now(), 0)),
             csrf: random_secret(),
         })
     }
@@ -90,8 +85,11 @@ impl WebAuth {
                 Proof::None
             };
         };
-        if bearer(headers).is_some_and(|presented| token.matches(presented)) {
-            return Proof::Bearer;
+        if let Some(presented) = bearer(headers) {
+            if token.matches(presented) {
+                return Proof::Bearer;
+            }
+            token.guesses.wrong(peer.ip());
         }
         let signed_in = cookie(headers, AUTH_COOKIE).is_some_and(|value| {
             let digest: [u8; 32] = Sha256::digest(value.as_bytes()).into();
@@ -112,23 +110,23 @@ impl WebAuth {
         self.proof(headers, peer) != Proof::None
     }
 
-    /// Checks `presented` and, when it is the token, returns a new sign-in cookie's value.
-    fn sign_in(&self, presented: &str) -> Result<String, SignInError> {
+    /// Whether `ip` guessed the token wrong too often this minute.
+    fn blocked(&self, ip: IpAddr) -> bool {
+        self.token.as_ref().is_some_and(|t| t.guesses.blocked(ip))
+    }
+
+    /// Checks `presented`, from `ip`, and when it is the token returns a new sign-in cookie's
+    /// value.
+    fn sign_in(&self, presented: &str, ip: IpAddr) -> Result<String, SignInError> {
         let Some(token) = &self.token else {
             return Err(SignInError::NoToken);
         };
-        {
-            let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
-            if failures.0.elapsed() >= Duration::from_secs(60) {
-                *failures = (Instant::now(), 0);
-            }
-            if failures.1 >= MAX_FAILED_SIGN_INS {
-                return Err(SignInError::TooMany);
-            }
-            if !token.matches(presented) {
-                failures.1 += 1;
-                return Err(SignInError::Wrong);
-            }
+        if token.guesses.blocked(ip) {
+            return Err(SignInError::TooMany);
+        }
+        if !token.matches(presented) {
+            token.guesses.wrong(ip);
+            return Err(SignInError::Wrong);
         }
         let value = random_secret();
         let digest: [u8; 32] = Sha256::digest(value.as_bytes()).into();
@@ -186,21 +184,6 @@ fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .map(|(_, value)| value)
 }
 
-/// Whether `host` (a `Host` header: name and port) names this machine's loopback.
-pub(crate) fn is_loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        // `[::1]:port`
-        Some(rest) => rest.split(']').next().unwrap_or_default(),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
-    let name = name.trim_end_matches('.').to_ascii_lowercase();
-    name == "localhost"
-        || name.ends_with(".localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 /// Whether the request's `Origin`, when it has one, is the server it was sent to.
 fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else {
@@ -231,26 +214,20 @@ pub async fn guard(
     request: Request,
     next: Next,
 ) -> Response {
-    let mut response = check(&auth, &peer, request, next).await;
-    let headers = response.headers_mut();
-    for (name, value) in [
-        (
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-        ),
-        (
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        ),
-        (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
-        (
-            header::REFERRER_POLICY,
-            HeaderValue::from_static("no-referrer"),
-        ),
-    ] {
-        headers.insert(name, value);
+    let api = is_api(request.uri().path());
+    let mut response =
+        crate::auth::security_headers(check(&auth, &peer, request, next).await).await;
+    if api {
+        // Transcripts and files: not for any cache on the way.
+        response
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     response
+}
+
+fn is_api(path: &str) -> bool {
+    path == "/api" || path.starts_with("/api/")
 }
 
 async fn check(auth: &WebAuth, peer: &SocketAddr, request: Request, next: Next) -> Response {
@@ -267,12 +244,42 @@ async fn check(auth: &WebAuth, peer: &SocketAddr, request: Request, next: Next) 
                 false,
             );
         }
+        if proxied(headers) {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "this request came through a proxy, and without gateway.auth.token everyone behind it would be let in: set gateway.auth.token",
+                false,
+            );
+        }
     }
     let path = request.uri().path();
-    let api = path == "/api" || path.starts_with("/api/");
+    let api = is_api(path);
+    if api {
+        // A page of another site: neither its writes nor its reads (an `<img>` probing
+        // whether a file exists, an EventSource) are served.
+        let cross_site = headers
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|site| matches!(site, "cross-site" | "same-site"));
+        if cross_site || !same_origin(headers) {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "the request comes from another site's page",
+                false,
+            );
+        }
+    }
     // The page itself holds nothing private; it asks to sign in when needed.
     let open = !api || matches!(path, "/api/me" | "/api/login" | "/api/logout");
     let proof = auth.proof(headers, peer);
+    // A signed-in browser is never held up by someone else's guesses from its address.
+    if api && proof != Proof::Cookie && auth.blocked(peer.ip()) {
+        return refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many wrong tokens from this address; wait a minute",
+            true,
+        );
+    }
     if !open && proof == Proof::None {
         return if auth.needs_token() {
             refuse(
@@ -293,13 +300,6 @@ async fn check(auth: &WebAuth, peer: &SocketAddr, request: Request, next: Next) 
         Method::GET | Method::HEAD | Method::OPTIONS
     );
     if api && changes && proof != Proof::Bearer {
-        if !same_origin(headers) {
-            return refuse(
-                StatusCode::FORBIDDEN,
-                "the request comes from another site's page",
-                false,
-            );
-        }
         let csrf_ok = headers
             .get(CSRF_HEADER)
             .and_then(|v| v.to_str().ok())
@@ -321,7 +321,12 @@ pub(crate) struct SignIn {
 }
 
 /// `POST /api/login`.
-pub(crate) fn login(auth: &WebAuth, headers: &HeaderMap, body: &[u8]) -> Response {
+pub(crate) fn login(
+    auth: &WebAuth,
+    peer: &SocketAddr,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
     let Ok(SignIn { token }) = serde_json::from_slice::<SignIn>(body) else {
         return refuse(
             StatusCode::BAD_REQUEST,
@@ -329,7 +334,7 @@ pub(crate) fn login(auth: &WebAuth, headers: &HeaderMap, body: &[u8]) -> Respons
             true,
         );
     };
-    match auth.sign_in(token.trim()) {
+    match auth.sign_in(token.trim(), peer.ip()) {
         Ok(value) => {
             let secure = headers
                 .get("x-forwarded-proto")
@@ -382,27 +387,6 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
-    fn only_loopback_names_are_loopback_hosts() {
-        let hosts = [
-            ("127.0.0.1:18790", true),
-            ("localhost:18790", true),
-            ("LOCALHOST", true),
-            ("app.localhost:80", true),
-            ("[::1]:18790", true),
-            ("127.1.2.3", true),
-            ("evil.example:18790", false),
-            ("localhost.evil.example", false),
-            ("192.168.1.5:18790", false),
-            ("", false),
-        ];
-        let got: Vec<_> = hosts
-            .iter()
-            .map(|(h, _)| (*h, is_loopback_host(h)))
-            .collect();
-        assert_eq!(got, hosts.to_vec());
-    }
-
-    #[test]
     fn cookies_are_found_by_name() {
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -431,11 +415,12 @@ mod tests {
     }
 
     #[test]
-    fn sign_in_gives_a_cookie_that_signs_in_and_wrong_tokens_are_limited() {
-        let auth = WebAuth::new(Some("s3cret"));
+    fn sign_in_gives_a_cookie_that_signs_in_and_wrong_tokens_are_limited_per_address() {
+        let auth = WebAuth::new(Token::from_config(Some("s3cret")));
         let peer: SocketAddr = "10.0.0.2:5000".parse().unwrap();
+        let owner: IpAddr = "10.0.0.3".parse().unwrap();
         assert!(!auth.signed_in(&HeaderMap::new(), &peer));
-        let value = auth.sign_in("s3cret").ok().unwrap();
+        let value = auth.sign_in("s3cret", peer.ip()).ok().unwrap();
         let mut headers = HeaderMap::new();
         headers.insert(
             header::COOKIE,
@@ -444,10 +429,29 @@ mod tests {
         assert!(auth.signed_in(&headers, &peer));
         auth.sign_out(&headers);
         assert!(!auth.signed_in(&headers, &peer));
-        for _ in 0..MAX_FAILED_SIGN_INS {
-            assert!(matches!(auth.sign_in("wrong"), Err(SignInError::Wrong)));
+        for _ in 0..crate::auth::MAX_WRONG_TOKENS {
+            assert!(matches!(
+                auth.sign_in("wrong", peer.ip()),
+                Err(SignInError::Wrong)
+            ));
         }
-        // Even the right token waits now: guessing is not worth it.
-        assert!(matches!(auth.sign_in("s3cret"), Err(SignInError::TooMany)));
+        // Even the right token waits now: guessing is not worth it...
+        assert!(matches!(
+            auth.sign_in("s3cret", peer.ip()),
+            Err(SignInError::TooMany)
+        ));
+        // ...from that address; the owner elsewhere signs in.
+        assert!(auth.sign_in("s3cret", owner).is_ok());
+        // A wrong bearer token counts as a guess too.
+        let mut bearer = HeaderMap::new();
+        bearer.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer nope"),
+        );
+        let other: SocketAddr = "10.0.0.4:1".parse().unwrap();
+        for _ in 0..crate::auth::MAX_WRONG_TOKENS {
+            assert!(!auth.signed_in(&bearer, &other));
+        }
+        assert!(auth.blocked(other.ip()));
     }
 }

@@ -8,7 +8,7 @@
 //! turn's events wait in their queue while the page catches up.
 
 use std::convert::Infallible;
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 
 use axum::Json;
 use axum::body::Bytes;
@@ -26,13 +26,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bus::{EventKind, OutboundEvent};
 use crate::turns::{SubmitError, TurnRequest, TurnTicket};
-use crate::web_api::{Workbench, approval_view, create_transcript, json_body, new_session_key};
+use crate::web_state::{
+    MAX_LIVE_STREAMS, Workbench, approval_view, create_transcript, json_body, new_session_key,
+};
 use crate::web_wire::{ApiError, UsageView, WEB_CHANNEL, key_parts, stream_event};
 
 /// At most this many images per message...
-const MAX_IMAGES: usize = 8;
-/// ...of at most this many bytes each.
-const MAX_IMAGE_BYTES: usize = 10 * 1024 * 1024;
+const MAX_IMAGES: usize = 4;
+/// ...of at most this many bytes each...
+const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
+/// ...in a body of at most this many bytes (base64 takes a third more).
+pub(crate) const MAX_CHAT_BODY: usize = 28 * 1024 * 1024;
 /// Events the page may fall behind by before its stream waits for it.
 const STREAM_BUFFER: usize = 256;
 
@@ -83,7 +87,7 @@ fn images(bodies: Vec<ImageBody>) -> Result<Vec<Image>, ApiError> {
             if bytes.len() > MAX_IMAGE_BYTES {
                 return Err(ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("images[{i}] is larger than 10 MB"),
+                    format!("images[{i}] is larger than 5 MB"),
                 ));
             }
             Ok(Image {
@@ -347,6 +351,14 @@ pub(crate) async fn stop(
 
 /// `GET /api/events`: what the other conversations do, live.
 pub(crate) async fn events(State(workbench): State<Workbench>) -> Response {
+    // Each open stream holds a subscription: a page has one, a handful of tabs a few.
+    let Ok(permit) = Arc::clone(&workbench.shared.live_streams).try_acquire_owned() else {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{MAX_LIVE_STREAMS} live streams are open already; close a tab"),
+        )
+        .into_response();
+    };
     let mut subscription = workbench.shared.bus.subscribe(
         &[
             EventKind::Turn,
@@ -357,8 +369,15 @@ pub(crate) async fn events(State(workbench): State<Workbench>) -> Response {
     );
     let (out, events_out) = mpsc::channel::<SseEvent>(STREAM_BUFFER);
     tokio::spawn(async move {
+        let _permit = permit;
         let mut lagged = 0;
-        while let Some(event) = subscription.recv().await {
+        loop {
+            // A page that went away frees its subscription at once, not at the next event.
+            let event = tokio::select! {
+                event = subscription.recv() => event,
+                () = out.closed() => return,
+            };
+            let Some(event) = event else { return };
             let mut sent = Vec::new();
             if subscription.lagged() != lagged {
                 lagged = subscription.lagged();

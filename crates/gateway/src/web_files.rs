@@ -4,10 +4,11 @@
 //! to date after a save. Also the token counts of files, and the images of transcripts.
 
 use std::path::{Component, Path as FsPath, PathBuf};
+use std::sync::Arc;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use nanocrab_config::DEFAULT_AGENT_ID;
@@ -15,8 +16,8 @@ use nanocrab_policy::INSTRUCTION_PATHS;
 use nanocrab_tools::Change;
 use serde::Deserialize;
 
-use crate::web_api::{Workbench, WorkbenchAgent, json_body};
-use crate::web_wire::ApiError;
+use crate::web_state::{Workbench, WorkbenchAgent, json_body};
+use crate::web_wire::{ApiError, ApiQuery};
 
 /// Files larger than this are neither listed nor opened: the editor is for notes and
 /// instructions, not data.
@@ -29,6 +30,10 @@ const LISTED_FOLDERS: &[(&str, &str)] = &[
     ("knowledge", "knowledge"),
     ("skills", "skills"),
 ];
+/// `POST /api/tokens/files` counts at most this many files...
+const MAX_COUNTED_FILES: usize = 200;
+/// ...and this many bytes of them.
+const MAX_COUNTED_BYTES: usize = 4 * 1024 * 1024;
 /// Extensions of the files listed.
 const TEXT_EXTENSIONS: &[&str] = &["md", "txt", "json", "yaml", "yml", "toml"];
 
@@ -73,14 +78,18 @@ fn write_refusal(agent: &WorkbenchAgent, path: &FsPath) -> Option<String> {
 
 pub(crate) async fn get_files(
     State(workbench): State<Workbench>,
-    Query(query): Query<FileQuery>,
+    ApiQuery(query): ApiQuery<FileQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let agent_id = query.agent.as_deref().unwrap_or(DEFAULT_AGENT_ID);
     let agent = workbench.workbench_agent(agent_id)?;
-    match query.path {
-        Some(path) => read_one(agent, path.as_str()).map(Json),
-        None => Ok(Json(list(agent))),
-    }
+    let agent = agent.clone();
+    // The file system blocks: off the threads that serve channels and turns.
+    tokio::task::spawn_blocking(move || match query.path {
+        Some(path) => read_one(&agent, path.as_str()).map(Json),
+        None => Ok(Json(list(&agent))),
+    })
+    .await
+    .map_err(ApiError::internal)?
 }
 
 fn read_one(agent: &WorkbenchAgent, asked: &str) -> Result<serde_json::Value, ApiError> {
@@ -135,6 +144,15 @@ fn list(agent: &WorkbenchAgent) -> serde_json::Value {
         let Ok(relative) = path.strip_prefix(root) else {
             return;
         };
+        // A link out of the workspace is not shown (its size and age would say something
+        // of what it points to).
+        if agent
+            .guard
+            .check_workspace_read(&relative.to_string_lossy())
+            .is_err()
+        {
+            return;
+        }
         let text = path
             .extension()
             .and_then(|e| e.to_str())
@@ -205,7 +223,7 @@ struct Save {
 
 pub(crate) async fn put_file(
     State(workbench): State<Workbench>,
-    Query(query): Query<FileQuery>,
+    ApiQuery(query): ApiQuery<FileQuery>,
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let agent_id = query
@@ -279,6 +297,12 @@ fn write_atomically(path: &FsPath, content: &[u8]) -> std::io::Result<()> {
     let mut temp = tempfile::Builder::new()
         .prefix(".nanocrab-web-")
         .tempfile_in(dir)?;
+    // The file keeps its mode (a script its execute bit); a new one gets the usual 0644.
+    let permissions = match std::fs::metadata(path) {
+        Ok(meta) => meta.permissions(),
+        Err(_) => std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    };
+    temp.as_file().set_permissions(permissions)?;
     temp.write_all(content)?;
     temp.as_file().sync_all()?;
     temp.persist(path).map_err(|err| err.error)?;
@@ -323,19 +347,34 @@ pub(crate) async fn file_tokens(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let TokenFiles { paths, agent } = json_body(&body)?;
     let agent_id = agent.as_deref().unwrap_or(DEFAULT_AGENT_ID);
-    let files = workbench.workbench_agent(agent_id)?;
-    let counter = workbench.agent(agent_id)?;
-    let mut out = Vec::new();
-    for asked in paths.iter().take(200) {
-        let entry = match read_one(files, asked) {
-            Ok(file) => {
-                let content = file["content"].as_str().unwrap_or_default();
-                serde_json::json!({"path": asked, "tokens": counter.count_tokens(content)})
-            }
-            Err(err) => serde_json::json!({"path": asked, "tokens": null, "error": err.message}),
-        };
-        out.push(entry);
-    }
+    let files = workbench.workbench_agent(agent_id)?.clone();
+    let counter = Arc::clone(workbench.agent(agent_id)?);
+    // Reading and counting block: off the threads that serve channels and turns.
+    let out = tokio::task::spawn_blocking(move || {
+        let mut counted = 0;
+        let mut out = Vec::new();
+        for asked in paths.iter().take(MAX_COUNTED_FILES) {
+            let entry = match read_one(&files, asked) {
+                Ok(_) if counted >= MAX_COUNTED_BYTES => serde_json::json!({
+                    "path": asked,
+                    "tokens": null,
+                    "error": "not counted: the request asked for more than 4 MB of files",
+                }),
+                Ok(file) => {
+                    let content = file["content"].as_str().unwrap_or_default();
+                    counted += content.len();
+                    serde_json::json!({"path": asked, "tokens": counter.count_tokens(content)})
+                }
+                Err(err) => {
+                    serde_json::json!({"path": asked, "tokens": null, "error": err.message})
+                }
+            };
+            out.push(entry);
+        }
+        out
+    })
+    .await
+    .map_err(ApiError::internal)?;
     Ok(Json(serde_json::json!({ "files": out })))
 }
 

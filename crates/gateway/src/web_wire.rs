@@ -281,3 +281,24 @@ pub fn stream_event(event: &AgentEvent, query: &str) -> Option<(&'static str, se
         AgentEvent::Done { .. } | AgentEvent::Error { .. } => return None,
     })
 }
+
+/// A query string, or 400 in the API's error shape saying what is wrong with it.
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(query)| Self(query))
+            .map_err(|rejection| ApiError::bad_request(rejection.body_text()))
+    }
+}

@@ -18,10 +18,11 @@ function setup() {
   if (window.DOMPurify && window.DOMPurify.addHook) {
     window.DOMPurify.addHook("afterSanitizeAttributes", (node) => {
       // Only images the page can show anyway (the CSP allows self, data: and blob:);
-      // anything else would be a request the model chose, so it becomes its alt text.
+      // anything else would be a request the model chose (even to the gateway's own
+      // API), so it becomes its alt text.
       if (node.tagName === "IMG") {
         const src = node.getAttribute("src") || "";
-        if (!/^(data:image\/|blob:|\/api\/)/i.test(src)) {
+        if (!/^(data:image\/|blob:|\/api\/media\/[A-Za-z0-9]+\.(png|jpe?g|gif|webp)$)/i.test(src)) {
           node.removeAttribute("src");
           node.setAttribute("data-blocked", "");
         }

@@ -804,24 +804,7 @@ impl SessionStore {
                 continue;
             };
             let session = self.load(&key)?;
-            let first_question = session
-                .entries
-                .iter()
-                .filter(|e| e.role == Role::User)
-                .map(|e| e.message().text())
-                .find(|text| !text.trim().is_empty())
-                .unwrap_or_default();
-            let title = match self.settings(&key)?.title {
-                Some(title) => title,
-                None => {
-                    let first_line = first_question.trim().lines().next().unwrap_or_default();
-                    let mut title: String = first_line.chars().take(TITLE_CHARS).collect();
-                    if title.len() < first_question.trim().len() {
-                        title.push('…');
-                    }
-                    title
-                }
-            };
+            let title = self.title(&session)?;
             out.push(SessionSummary {
                 key,
                 messages: session.entries.len(),
@@ -832,6 +815,27 @@ impl SessionStore {
         }
         out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.key.cmp(&b.key)));
         Ok(out)
+    }
+
+    /// `session`'s title: the one the housekeeping model (or the user) gave it, or else the
+    /// first line of its first question, shortened.
+    pub fn title(&self, session: &Session) -> Result<String, SessionError> {
+        if let Some(title) = self.settings(&session.key)?.title {
+            return Ok(title);
+        }
+        let first_question = session
+            .entries
+            .iter()
+            .filter(|e| e.role == Role::User)
+            .map(|e| e.message().text())
+            .find(|text| !text.trim().is_empty())
+            .unwrap_or_default();
+        let first_line = first_question.trim().lines().next().unwrap_or_default();
+        let mut title: String = first_line.chars().take(TITLE_CHARS).collect();
+        if title.len() < first_question.trim().len() {
+            title.push('…');
+        }
+        Ok(title)
     }
 
     /// Moves the transcript to `archive/<key>.<timestamp>.jsonl` so the next turn starts

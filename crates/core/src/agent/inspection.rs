@@ -81,7 +81,7 @@ impl Agent {
             None => self.settings.context_window_tokens,
         };
         Ok(PromptPreview {
-            model: primary.model.clone(),
+            model: primary.label.clone(),
             system_tokens: counter.count_text(&system),
             system,
             tools: tools.into_owned(),

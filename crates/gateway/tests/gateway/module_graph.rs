@@ -77,6 +77,13 @@ fn the_stages_know_nothing_of_the_http_side() {
         "heartbeat_api",
         "cron_api",
         "subagents_api",
+        "web_api",
+        "web_assets",
+        "web_auth",
+        "web_chat",
+        "web_files",
+        "web_state",
+        "web_wire",
     ];
     for (module, used) in &graph {
         if http.contains(&module.as_str()) {

@@ -37,6 +37,9 @@ pub struct GatewayTools {
 pub struct BuiltAgent {
     pub agent: Agent,
     pub workspace: PathBuf,
+    /// The file policy the agent's tools work under, for whatever else touches its files on
+    /// the user's behalf (the web page's editor): the same, so the two cannot drift apart.
+    pub guard: nanocrab_policy::PathGuard,
     /// Said once to the user: the agent answers with the local model because no provider is
     /// configured.
     pub notice: Option<String>,
@@ -167,6 +170,9 @@ pub fn build(
         skill_grants,
         ..ToolPolicy::default()
     };
+    let guard = nanocrab_policy::PathGuard::new(&workspace, tools_config, env.user_home.as_deref())
+        .with_context(|| format!("{tools_key} ({})", env.config_path.display()))?
+        .with_skill_folders(&policy.skill_folders);
     // This binary is the sandbox launcher (`nanocrab __sandbox`, dispatched in main).
     let launcher = std::env::current_exe()
         .ok()
@@ -291,6 +297,7 @@ pub fn build(
     };
     Ok(BuiltAgent {
         agent,
+        guard,
         workspace,
         notice,
     })

@@ -12,7 +12,7 @@ use nanocrab_gateway::{
     Access, Approvals, CronControl, CronStore, Gateway, GatewayAgent, OutboundBus, PairingStore,
     SubagentControl, TurnMessages, Workbench, WorkbenchAgent, server,
 };
-use nanocrab_policy::{Approver, PathGuard};
+use nanocrab_policy::Approver;
 use nanocrab_tools::{CronJobs, WorkspaceHistory};
 use tokio_util::sync::CancellationToken;
 
@@ -106,21 +106,11 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         if let Some(notice) = &built.notice {
             tracing::info!(agent = id, "{notice}");
         }
-        let tools_config = config
-            .agents
-            .entries
-            .get(id)
-            .and_then(|entry| entry.tools.as_ref())
-            .unwrap_or(&config.tools);
-        let guard = PathGuard::new(&built.workspace, tools_config, env.user_home.as_deref())
-            .with_context(|| {
-                format!("the tools of agent `{id}` ({})", env.config_path.display())
-            })?;
         workbench_agents.insert(
             id.to_owned(),
             WorkbenchAgent {
                 workspace: built.workspace.clone(),
-                guard,
+                guard: built.guard.clone(),
                 index: Some(env.index_setup(&config, id)),
                 history: Some(WorkspaceHistory::new(env.paths.workspace_history())),
             },
@@ -209,7 +199,6 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         };
         let workbench = Workbench::new(
             state.clone(),
-            &config.gateway,
             workbench_agents,
             web_approvals,
             web_bus,

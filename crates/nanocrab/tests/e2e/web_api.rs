@@ -261,7 +261,16 @@ fn rag_mode_is_chosen_per_session() {
 
 #[test]
 fn files_are_edited_inside_the_workspace_only() {
-    let home = web_home(json!({"tools": {"protectedPaths": ["SOUL.md"]}}));
+    let home = web_home(json!({
+        "tools": {"protectedPaths": ["SOUL.md"]},
+        "skills": {"extraDirs": ["my-skills"]},
+    }));
+    std::fs::create_dir_all(home.workspace().join("my-skills/tidy")).unwrap();
+    std::fs::write(
+        home.workspace().join("my-skills/tidy/SKILL.md"),
+        "---\nname: tidy\ndescription: Tidies up.\n---\nTidy.\n",
+    )
+    .unwrap();
     std::fs::write(home.workspace().join("SOUL.md"), "Be kind.\n").unwrap();
     std::fs::create_dir_all(home.workspace().join("memory")).unwrap();
     std::fs::write(home.workspace().join("memory/MEMORY.md"), "# Memory\n").unwrap();
@@ -305,6 +314,8 @@ fn files_are_edited_inside_the_workspace_only() {
     // Protected, outside, or climbing out: 403 and nothing written.
     for (path, status) in [
         ("SOUL.md", 403),
+        // A skill folder outside `skills/` is only ever changed by `nanocrab skills`.
+        ("my-skills/tidy/SKILL.md", 403),
         ("../outside.md", 403),
         ("/etc/passwd", 403),
         ("memory/../../outside.md", 403),
@@ -510,6 +521,20 @@ fn bad_requests_get_clear_errors() {
     // The OpenAI-compatible API refuses a web page's requests too.
     let v1 = bare_v1(&gateway.base);
     assert_eq!(v1, 403);
+    // Another site's page may not even read (an `<img>` probing for a file, an EventSource).
+    let reader = WebClient::new(&gateway.base);
+    let cross_site = reader.raw(
+        "GET",
+        "/api/sessions",
+        "",
+        &[("Sec-Fetch-Site", "cross-site")],
+    );
+    assert_eq!(cross_site.status, 403);
+    // Without a token, a proxy on this machine would let everyone in: refused.
+    for path in ["/api/me", "/api/sessions", "/v1/models"] {
+        let proxied = reader.raw("GET", path, "", &[("X-Forwarded-For", "203.0.113.9")]);
+        assert_eq!(proxied.status, 403, "{path}: {proxied:?}");
+    }
 
     // The page itself, with its protections.
     let page = web.get("/");
@@ -525,7 +550,10 @@ fn bad_requests_get_clear_errors() {
             .header("Accept-Encoding", "gzip, br"),
     );
     assert_eq!(gzipped.headers["content-encoding"], "gzip");
-    assert_eq!(gzipped.headers["content-type"], "text/javascript; charset=utf-8");
+    assert_eq!(
+        gzipped.headers["content-type"],
+        "text/javascript; charset=utf-8"
+    );
     let csp = page.headers["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("script-src 'self'"), "{csp}");
     assert!(page.headers.get("access-control-allow-origin").is_none());
@@ -588,6 +616,29 @@ fn with_a_token_the_page_signs_in_once_and_keeps_a_cookie() {
     assert_eq!(web.post("/api/logout", &json!({})).status, 204);
     assert_eq!(web.get("/api/sessions").status, 401);
     assert!(!gateway.log().contains("gw-5ecret-token"));
+
+    // Requests without any token (a probe, a scanner) are no guesses.
+    for _ in 0..8 {
+        assert_eq!(cli.get("/v1/models").status, 401);
+    }
+    // Guessing: wrong bearer tokens on /v1 count as much as wrong sign-ins; past five a
+    // minute this address is refused, the right token too.
+    for _ in 0..4 {
+        let guess = cli.send(
+            cli.client()
+                .get(format!("{}/v1/models", gateway.base))
+                .bearer_auth("guess"),
+        );
+        assert_eq!(guess.status, 401);
+    }
+    let blocked = cli.send(
+        cli.client()
+            .get(format!("{}/v1/models", gateway.base))
+            .bearer_auth("gw-5ecret-token"),
+    );
+    assert_eq!(blocked.status, 429, "{blocked:?}");
+    let signed = web.post("/api/login", &json!({"token": "gw-5ecret-token"}));
+    assert_eq!(signed.status, 429, "{signed:?}");
 }
 
 #[test]

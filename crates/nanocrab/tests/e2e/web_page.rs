@@ -267,7 +267,8 @@ fn a_telegram_conversation_shows_live_and_read_only_until_opened() {
     let gateway = home.start_gateway();
     let browser = Browser::start(1400, 900);
     browser.goto(&format!("{}/", gateway.base));
-    browser.find("#message-input");
+    // Once the page listens for what happens elsewhere.
+    browser.text_when("#conn-status", "the live stream", |t| t.contains("live"));
     fake.push_update(telegram::private_text("hello from my phone"));
     // The chat's session appears in the list by itself, marked as Telegram's.
     browser.text_when("#session-list", "the Telegram session", |t| {
