@@ -11,7 +11,7 @@ const OUTPUT_PREVIEW = 2000;
 const NEW_KEY = "\u0000new";
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 const MAX_IMAGE = 5 * 1024 * 1024;
-const MAX_IMAGES = 8;
+const MAX_IMAGES = 4;
 // Events from /api/events for a session this page is itself streaming are echoes.
 const ECHO_GRACE_MS = 3000;
 
