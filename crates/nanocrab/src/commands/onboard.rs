@@ -143,6 +143,10 @@ pub fn run(env: &Env, model: Option<String>) -> anyhow::Result<()> {
         workspace.join("USER.md").display()
     ));
     steps.push("Talk: nanocrab agent -m \"hello\"   (or just `nanocrab agent`)".to_owned());
+    steps.push(format!(
+        "Or in the browser: nanocrab gateway, then open http://127.0.0.1:{}/",
+        loaded.config.gateway.port
+    ));
     outln!("\nNext steps:")?;
     for (i, step) in steps.iter().enumerate() {
         outln!("  {}. {step}", i + 1)?;
