@@ -97,7 +97,7 @@ impl Retriever for IndexRetriever {
         let found = tokio::task::spawn_blocking(move || {
             runtime.block_on(async {
                 let mut opened = index.open().await?;
-                opened.sync().await?;
+                index.refresh(&mut opened).await?;
                 opened.search(&message, &search).await
             })
         })

@@ -108,6 +108,7 @@ fn first_request(tools_config: &ToolsConfig, extensions: Vec<nanocrab_schema::To
         workspace: dir.path().to_path_buf(),
         sessions: None,
         embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
+        watch: None,
     };
     let mut tools = nanocrab_tools::builtin_registry(
         tools_config,

@@ -277,7 +277,7 @@ pub(crate) async fn put_file(
     }
     write_atomically(&resolved, content.as_bytes()).map_err(ApiError::internal)?;
     let reindexed = match &agent.index {
-        Some(index) => reindex(index.clone()).await,
+        Some(index) => reindex(index.clone(), shown.clone()).await,
         None => false,
     };
     let meta = std::fs::metadata(&resolved).map_err(ApiError::internal)?;
@@ -309,14 +309,16 @@ fn write_atomically(path: &FsPath, content: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Brings the memory index up to date with the files; whether it could. The search tools
-/// do it again before each search, so a failure here only delays it.
-async fn reindex(index: nanocrab_memory::IndexSetup) -> bool {
+/// Brings the memory index up to date with the file just saved (`path`, relative to the
+/// workspace, which is how the index names its files); whether it could. Named, not left to
+/// the watch, whose event may not have arrived yet. The search tools sync again before each
+/// search, so a failure here only delays it.
+async fn reindex(index: nanocrab_memory::IndexSetup, path: String) -> bool {
     let runtime = tokio::runtime::Handle::current();
     let synced = tokio::task::spawn_blocking(move || {
         runtime.block_on(async {
-            let mut index = index.open().await?;
-            index.sync().await
+            let mut opened = index.open().await?;
+            opened.sync_files(&[path]).await
         })
     })
     .await;

@@ -33,10 +33,10 @@ const SNIPPET_CHARS: usize = 700;
 const MAX_QUERY_TERMS: usize = 32;
 
 /// The source name of session transcripts, indexed when asked for.
-const SESSIONS: &str = "sessions";
+pub(crate) const SESSIONS: &str = "sessions";
 
 /// Folders of the workspace that are indexed, and the file endings read in each.
-const SOURCES: [(&str, &[&str]); 2] = [
+pub(crate) const SOURCES: [(&str, &[&str]); 2] = [
     ("memory", &["md"]),
     (
         "knowledge",
@@ -64,7 +64,10 @@ pub enum IndexError {
 /// What one sync changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SyncReport {
+    /// Files looked at: every indexed one, or only those a watch said changed.
     pub files: usize,
+    /// Files read from disk, because their size or time changed (or they are new).
+    pub read: usize,
     pub added: usize,
     pub changed: usize,
     pub removed: usize,
@@ -305,6 +308,17 @@ impl MemoryIndex {
     /// Brings the index up to date with the files: new and changed files are chunked and
     /// indexed, deleted ones removed. One transaction: a sync that is killed changes nothing.
     pub async fn sync(&mut self) -> Result<SyncReport, IndexError> {
+        self.sync_only(None).await
+    }
+
+    /// [`MemoryIndex::sync`] of only the files `paths` name (`memory/2026-01-01.md`, as the
+    /// index names them), which a watch of the folders said changed: each is looked at, read
+    /// when its size or time changed, and removed from the index when it is gone.
+    pub async fn sync_files(&mut self, paths: &[String]) -> Result<SyncReport, IndexError> {
+        self.sync_only(Some(paths)).await
+    }
+
+    async fn sync_only(&mut self, only: Option<&[String]>) -> Result<SyncReport, IndexError> {
         let started = Instant::now();
         if let Some(embedder) = self.embeddings.provider()
             && let Some(previous) = self.meta("embedding_model")?
@@ -344,7 +358,10 @@ impl MemoryIndex {
                 Err(other) => return Err(other),
             }
         }
-        let found = self.source_files()?;
+        let found = match only {
+            None => self.source_files()?,
+            Some(paths) => self.named_source_files(paths),
+        };
         let database = self.database.clone();
         let sql = |source| IndexError::Sqlite {
             path: database.clone(),
@@ -357,16 +374,34 @@ impl MemoryIndex {
         };
         // By path: the files on disk and in the index are matched in linear time, so a
         // search over 20,000 unchanged notes costs their stat calls and no more.
-        let known: HashMap<String, (i64, i64, String)> = {
-            let mut stmt = tx
-                .prepare("SELECT path, mtime, size, hash FROM files")
-                .map_err(sql)?;
-            let rows = stmt
-                .query_map([], |row| {
-                    Ok((row.get(0)?, (row.get(1)?, row.get(2)?, row.get(3)?)))
-                })
-                .map_err(sql)?;
-            rows.collect::<Result<_, _>>().map_err(sql)?
+        let known: HashMap<String, (i64, i64, String)> = match only {
+            None => {
+                let mut stmt = tx
+                    .prepare("SELECT path, mtime, size, hash FROM files")
+                    .map_err(sql)?;
+                let rows = stmt
+                    .query_map([], |row| {
+                        Ok((row.get(0)?, (row.get(1)?, row.get(2)?, row.get(3)?)))
+                    })
+                    .map_err(sql)?;
+                rows.collect::<Result<_, _>>().map_err(sql)?
+            }
+            Some(paths) => {
+                let mut stmt = tx
+                    .prepare("SELECT path, mtime, size, hash FROM files WHERE path = ?1")
+                    .map_err(sql)?;
+                let mut known = HashMap::new();
+                for path in paths {
+                    let row = stmt
+                        .query_row([path], |row| {
+                            Ok((row.get(0)?, (row.get(1)?, row.get(2)?, row.get(3)?)))
+                        })
+                        .optional()
+                        .map_err(sql)?;
+                    known.extend(row);
+                }
+                known
+            }
         };
         let on_disk: HashSet<&str> = found.iter().map(|f| f.relative.as_str()).collect();
         for path in known.keys() {
@@ -388,6 +423,7 @@ impl MemoryIndex {
                 path: file.absolute.clone(),
                 source,
             })?;
+            report.read += 1;
             let hash = hex(&Sha256::digest(&bytes));
             if let Some((_, _, old_hash)) = previous
                 && *old_hash == hash
@@ -711,6 +747,45 @@ impl MemoryIndex {
 
     /// Every indexable file under the source folders, sorted by path. Links are not followed:
     /// the index reads what the workspace holds, nothing it points to elsewhere.
+    /// The files `paths` name (as the index names them) that exist and the index reads.
+    fn named_source_files(&self, paths: &[String]) -> Vec<SourceFile> {
+        let mut out = Vec::new();
+        for relative in paths {
+            let Some((top, rest)) = relative.split_once('/') else {
+                continue;
+            };
+            let (source, root, endings): (&'static str, PathBuf, &[&str]) =
+                match SOURCES.iter().find(|(source, _)| *source == top) {
+                    Some((source, endings)) => (source, self.workspace.join(source), endings),
+                    None if top == SESSIONS => match &self.sessions {
+                        Some(dir) => (SESSIONS, dir.clone(), &["jsonl"]),
+                        None => continue,
+                    },
+                    None => continue,
+                };
+            let absolute = root.join(rest);
+            let readable = absolute
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| endings.contains(&e.to_ascii_lowercase().as_str()));
+            // Gone (or never one the index reads): left out, so the sync removes it.
+            let Ok(meta) = std::fs::symlink_metadata(&absolute) else {
+                continue;
+            };
+            if !readable || !meta.is_file() {
+                continue;
+            }
+            out.push(SourceFile {
+                absolute,
+                relative: relative.clone(),
+                source,
+                mtime: mtime_nanos(&meta),
+                size: meta.len() as i64,
+            });
+        }
+        out
+    }
+
     fn source_files(&self) -> Result<Vec<SourceFile>, IndexError> {
         let mut out = Vec::new();
         for (source, endings) in SOURCES {
@@ -768,21 +843,24 @@ fn walk(
                 continue;
             };
             let Ok(meta) = entry.metadata() else { continue };
-            let mtime = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos() as i64);
             out.push(SourceFile {
                 absolute: path,
                 relative,
                 source,
-                mtime,
+                mtime: mtime_nanos(&meta),
                 size: meta.len() as i64,
             });
         }
     }
     Ok(())
+}
+
+/// A file's modification time in nanoseconds since the epoch; 0 when the system has none.
+fn mtime_nanos(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 struct SourceFile {

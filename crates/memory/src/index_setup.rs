@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::change_watch::{ChangeWatch, Changes};
 use crate::embedding::EmbeddingSetup;
 use crate::index::{IndexError, MemoryIndex, SyncReport};
 
@@ -14,6 +15,9 @@ pub struct IndexSetup {
     /// The transcripts, when they are searched too (`memory.indexSessions`).
     pub sessions: Option<PathBuf>,
     pub embeddings: EmbeddingSetup,
+    /// The files' changes as they happen, in a long-running process: a search then syncs
+    /// only what changed. `None`: every search looks at every file (a one-shot command).
+    pub watch: Option<ChangeWatch>,
 }
 
 impl IndexSetup {
@@ -22,6 +26,25 @@ impl IndexSetup {
             .await?
             .with_sessions(self.sessions.clone())
             .with_embeddings(self.embeddings.clone()))
+    }
+
+    /// Brings `index` up to date before a search: only the files the watch saw change, or,
+    /// without a watch (or when it cannot tell), every file.
+    pub async fn refresh(&self, index: &mut MemoryIndex) -> Result<SyncReport, IndexError> {
+        let Some(watch) = &self.watch else {
+            return index.sync().await;
+        };
+        let changes = watch.take();
+        let synced = match &changes {
+            Changes::Everything => index.sync().await,
+            Changes::Files(files) if files.is_empty() => Ok(SyncReport::default()),
+            Changes::Files(files) => index.sync_files(files).await,
+        };
+        if synced.is_err() {
+            // Not done: the next search tries again.
+            watch.restore(changes);
+        }
+        synced
     }
 
     /// [`MemoryIndex::rebuild`] with this setup.

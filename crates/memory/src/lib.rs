@@ -1,6 +1,7 @@
 //! Memory on disk: the user's memory files, the search index over them and documents, and the
 //! memory tools (memory_search, memory_get) the agent reads them with.
 
+mod change_watch;
 mod chunker;
 mod documents;
 mod embedding;
@@ -14,6 +15,7 @@ mod memory_tools;
 mod pdf;
 mod ranking;
 
+pub use change_watch::{ChangeWatch, Changes, WatchError};
 pub use chunker::{Chunk, chunk_markdown};
 pub use documents::{DocumentError, document_text};
 pub use embedding::{

@@ -88,7 +88,7 @@ impl TypedTool for MemorySearchTool {
         let results = tokio::task::spawn_blocking(move || {
             runtime.block_on(async {
                 let mut index = setup.open().await?;
-                index.sync().await?;
+                setup.refresh(&mut index).await?;
                 index.search(&query, &options).await
             })
         })

@@ -509,3 +509,98 @@ async fn an_index_from_before_empty_headings_were_left_out_is_rebuilt() {
     assert_eq!(found(&mut index, "projects").await, Vec::<String>::new());
     assert_eq!(index.status().unwrap().chunks, 1);
 }
+
+/// Waits until `watch` has seen a change (the kernel's events arrive on their own thread).
+fn seen(watch: &nanocrab_memory::ChangeWatch) {
+    let start = std::time::Instant::now();
+    while !watch.has_changes() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "no file event arrived"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[tokio::test]
+async fn with_a_watch_a_search_syncs_only_the_files_that_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("workspace");
+    for i in 0..20_000 {
+        write(
+            &ws,
+            &format!("memory/notes/{i:05}.md"),
+            format!("# Note {i}\nnothing here {i}\n"),
+        );
+    }
+    let setup = nanocrab_memory::IndexSetup {
+        database: dir.path().join("index.sqlite"),
+        workspace: ws.clone(),
+        sessions: None,
+        embeddings: EmbeddingSetup::KeywordOnly("keyword search in this test".into()),
+        watch: Some(nanocrab_memory::ChangeWatch::start(&ws, None).unwrap()),
+    };
+    let mut index = setup.open().await.unwrap();
+    // The first search after the start does not know what changed before: everything.
+    let first = setup.refresh(&mut index).await.unwrap();
+    assert_eq!((first.files, first.read), (20_000, 20_000));
+
+    // One note edited: that one is looked at and read, no other.
+    write(
+        &ws,
+        "memory/notes/12345.md",
+        "# Note 12345\nthe heron came back\n",
+    );
+    seen(setup.watch.as_ref().unwrap());
+    let edited = setup.refresh(&mut index).await.unwrap();
+    assert_eq!((edited.files, edited.read, edited.changed), (1, 1, 1));
+    assert_eq!(
+        found(&mut index, "heron").await,
+        ["memory/notes/12345.md:1-2"]
+    );
+
+    // Nothing changed: nothing is looked at.
+    let idle = setup.refresh(&mut index).await.unwrap();
+    assert_eq!((idle.files, idle.read), (0, 0));
+
+    // A note removed leaves the index; nothing is read for it.
+    std::fs::remove_file(ws.join("memory/notes/12345.md")).unwrap();
+    seen(setup.watch.as_ref().unwrap());
+    let removed = setup.refresh(&mut index).await.unwrap();
+    assert_eq!((removed.read, removed.removed), (0, 1));
+    assert!(found(&mut index, "heron").await.is_empty());
+
+    // A folder made after the start is watched from then on.
+    write(&ws, "knowledge/birds.md", "# Birds\nthe kingfisher\n");
+    seen(setup.watch.as_ref().unwrap());
+    setup.refresh(&mut index).await.unwrap();
+    assert_eq!(
+        found(&mut index, "kingfisher").await,
+        ["knowledge/birds.md:1-2"]
+    );
+    write(
+        &ws,
+        "knowledge/birds.md",
+        "# Birds\nthe kingfisher and the dipper\n",
+    );
+    seen(setup.watch.as_ref().unwrap());
+    let inside = setup.refresh(&mut index).await.unwrap();
+    assert_eq!((inside.files, inside.read), (1, 1));
+    assert_eq!(
+        found(&mut index, "dipper").await,
+        ["knowledge/birds.md:1-2"]
+    );
+
+    // Without a watch (a one-shot command) every file is looked at, and only the changed one
+    // read.
+    write(&ws, "memory/notes/00007.md", "# Note 7\nthe otter\n");
+    let mut plain = nanocrab_memory::IndexSetup {
+        watch: None,
+        ..setup.clone()
+    }
+    .open()
+    .await
+    .unwrap();
+    let full = plain.sync().await.unwrap();
+    assert_eq!((full.files, full.read), (20_000, 1));
+}

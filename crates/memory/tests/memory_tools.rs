@@ -31,6 +31,7 @@ impl Fixture {
             workspace: root.join("ws"),
             sessions: None,
             embeddings: EmbeddingSetup::KeywordOnly("no embedding model".to_owned()),
+            watch: None,
         };
         let tools = builtin_registry(
             &ToolsConfig::default(),

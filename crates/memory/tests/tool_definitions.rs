@@ -12,6 +12,7 @@ fn registry(dir: &std::path::Path) -> ToolRegistry {
         workspace: dir.to_path_buf(),
         sessions: None,
         embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
+        watch: None,
     };
     builtin_registry(
         &ToolsConfig::default(),

@@ -349,6 +349,7 @@ fn with_memory(replies: Vec<Result<ChatResponse, ProviderError>>, rag_by_default
                     embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(
                         "no embedding model in this test".to_owned(),
                     ),
+                    watch: None,
                 },
                 search: nanocrab_memory::SearchOptions::new(3),
             }),

@@ -72,6 +72,7 @@ async fn notes_written_while_untrusted_text_is_in_view_are_marked_with_its_sourc
         workspace: workspace.clone(),
         sessions: None,
         embeddings: nanocrab_memory::EmbeddingSetup::KeywordOnly(String::new()),
+        watch: None,
     };
     let mut tools = nanocrab_tools::builtin_registry(
         &nanocrab_config::ToolsConfig::default(),

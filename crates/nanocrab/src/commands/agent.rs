@@ -26,6 +26,13 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
         return remote::run(env, &args, url, images);
     }
     let key = SessionKey::parse(&args.session).context("invalid --session")?;
+    // A conversation at the terminal runs a while: its memory searches sync only the files
+    // that changed; one message looks at them all once.
+    let env = &if args.message.is_none() {
+        env.clone().watching_memory()
+    } else {
+        env.clone()
+    };
     let config = env.load_config()?.config;
     let built = super::agents::build(
         env,

@@ -24,6 +24,8 @@ use super::web_reports::WebReports;
 type AgentsByModel = HashMap<(String, String), Arc<Agent>>;
 
 pub fn run(env: &Env) -> anyhow::Result<()> {
+    // The gateway runs for days: its memory searches sync only the files that changed.
+    let env = &env.clone().watching_memory();
     let config = env.load_config()?.config;
     // The agents check their own sections; a channel's section is needed only when it runs.
     for section in ["gateway", "session", "bindings"] {

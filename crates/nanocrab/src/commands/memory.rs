@@ -18,7 +18,7 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
             options.limit = limit.unwrap_or(options.limit).max(1);
             let results = runtime.block_on(async {
                 let mut index = setup.open().await?;
-                index.sync().await?;
+                setup.refresh(&mut index).await?;
                 index.search(&query, &options).await
             })?;
             if json {

@@ -23,13 +23,14 @@ pub mod usage;
 pub mod web_reports;
 pub mod workspace;
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use nanocrab_config::{Config, DEFAULT_AGENT_ID, Paths};
 use std::sync::Arc;
 
-use nanocrab_memory::{EmbeddingSetup, IndexSetup};
+use nanocrab_memory::{ChangeWatch, EmbeddingSetup, IndexSetup};
 use nanocrab_policy::{AuditLog, Redactor};
 use nanocrab_provider::LocalModels;
 use nanocrab_skills::{Host, SkillRoots};
@@ -49,7 +50,13 @@ pub struct Env {
     /// its tools.
     #[cfg(feature = "mcp")]
     mcp: std::sync::OnceLock<nanocrab_mcp::McpServers>,
+    /// In a long-running process, each workspace's memory folders watched for changes (so a
+    /// search syncs only what changed), by workspace; `None` in a one-shot command.
+    memory_watches: Option<Arc<std::sync::Mutex<MemoryWatches>>>,
 }
+
+/// Each workspace's watch, or `None` where the system refused one.
+type MemoryWatches = HashMap<PathBuf, Option<ChangeWatch>>;
 
 /// A local model unused this long is dropped from memory, and loaded again when next asked.
 const LOCAL_MODEL_UNLOAD_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
@@ -66,7 +73,35 @@ impl Env {
             audit: std::sync::OnceLock::new(),
             #[cfg(feature = "mcp")]
             mcp: std::sync::OnceLock::new(),
+            memory_watches: None,
         })
+    }
+
+    /// This environment for a process that runs a while (the gateway, an interactive agent):
+    /// the memory folders are watched, so a search syncs only the files that changed.
+    pub fn watching_memory(mut self) -> Self {
+        self.memory_watches = Some(Arc::default());
+        self
+    }
+
+    /// The watch of `workspace`'s memory folders, started on first use; `None` in a one-shot
+    /// command, or when the system refuses a watch (said once: searches then look at every
+    /// file, as a one-shot command's do).
+    fn memory_watch(&self, workspace: &Path, sessions: Option<&Path>) -> Option<ChangeWatch> {
+        let watches = self.memory_watches.as_ref()?;
+        let mut watches = watches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        watches
+            .entry(workspace.to_path_buf())
+            .or_insert_with(|| match ChangeWatch::start(workspace, sessions) {
+                Ok(watch) => Some(watch),
+                Err(err) => {
+                    tracing::warn!("{err}; memory searches look at every file instead");
+                    None
+                }
+            })
+            .clone()
     }
 
     /// The process's MCP servers: stdio servers get the plain variables of this environment
@@ -192,7 +227,13 @@ impl Env {
     /// How agent `id`'s memory is searched, as the config says; each agent has an index of
     /// its own workspace.
     pub fn index_setup(&self, config: &Config, id: &str) -> IndexSetup {
+        let workspace = self.agent_workspace(config, id);
+        let sessions = config
+            .memory
+            .index_sessions
+            .then(|| self.paths.sessions_dir());
         IndexSetup {
+            watch: self.memory_watch(&workspace, sessions.as_deref()),
             database: if id == DEFAULT_AGENT_ID {
                 self.paths.memory_index()
             } else {
@@ -200,11 +241,8 @@ impl Env {
                     .state_dir()
                     .join(format!("memory-index-{id}.sqlite"))
             },
-            workspace: self.agent_workspace(config, id),
-            sessions: config
-                .memory
-                .index_sessions
-                .then(|| self.paths.sessions_dir()),
+            workspace,
+            sessions,
             // Search by keyword still works without a remote endpoint's variables, and says
             // why.
             embeddings: match config.unresolved_under("memory.embeddings").next() {
