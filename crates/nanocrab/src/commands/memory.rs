@@ -1,8 +1,12 @@
 //! `nanocrab memory search | index | status | trust`.
 
-use nanocrab_memory::{EmbeddingSetup, SearchMode, SearchOptions};
+use std::io::IsTerminal as _;
+use std::sync::Arc;
+
+use nanocrab_memory::{EmbeddingProvider, EmbeddingSetup, IndexSetup, SearchMode, SearchOptions};
 
 use super::Env;
+use super::embedding_progress::EmbeddingProgress;
 use crate::cli::MemoryCommand;
 
 pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
@@ -54,15 +58,42 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
             }
         }
         MemoryCommand::Index { rebuild } => {
+            // The model counted as it goes; a large folder of documents takes a while.
+            let progress = setup.embeddings.provider().map(|provider| {
+                Arc::new(EmbeddingProgress::new(
+                    provider,
+                    std::io::stderr().is_terminal(),
+                ))
+            });
+            let setup = match &progress {
+                Some(progress) => IndexSetup {
+                    embeddings: EmbeddingSetup::Ready(
+                        Arc::clone(progress) as Arc<dyn EmbeddingProvider>
+                    ),
+                    ..setup.clone()
+                },
+                None => setup.clone(),
+            };
             let report = runtime.block_on(async {
                 if rebuild {
                     Ok(setup.rebuild().await?.1)
                 } else {
                     setup.open().await?.sync().await
                 }
-            })?;
+            });
+            if let Some(progress) = &progress {
+                progress.finish();
+            }
+            let report = report?;
+            let rate = match &progress {
+                Some(progress) if report.embedded > 0 => format!(
+                    " ({:.0} chunks/s)",
+                    report.embedded as f64 / progress.spent().as_secs_f64().max(1e-6)
+                ),
+                Some(_) | None => String::new(),
+            };
             outln!(
-                "{} files: {} added, {} changed, {} removed; {} chunks indexed, {} embedded in {} ms",
+                "{} files: {} added, {} changed, {} removed; {} chunks indexed, {} embedded{rate} in {} ms",
                 report.files,
                 report.added,
                 report.changed,

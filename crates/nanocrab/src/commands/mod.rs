@@ -5,6 +5,7 @@ pub mod agent;
 pub mod agents;
 pub mod audit;
 pub mod cron;
+pub mod embedding_progress;
 pub mod gateway;
 pub mod gateway_api;
 pub mod heartbeat;

@@ -143,7 +143,13 @@ fn a_pulled_model_turns_memory_search_hybrid() {
     assert!(
         index_run
             .stdout
-            .starts_with("2 files: 2 added, 0 changed, 0 removed; 2 chunks indexed, 2 embedded"),
+            .starts_with("2 files: 2 added, 0 changed, 0 removed; 2 chunks indexed, 2 embedded ("),
+        "{}",
+        index_run.stdout
+    );
+    // How fast the model embeds, in chunks per second of its own time.
+    assert!(
+        index_run.stdout.contains(" chunks/s) in "),
         "{}",
         index_run.stdout
     );
