@@ -17,15 +17,16 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::auth::{Token, bearer, is_loopback_host, proxied};
@@ -42,9 +43,41 @@ const MAX_SIGN_INS: usize = 32;
 /// The page's sign-ins and its CSRF secret; one per server.
 pub struct WebAuth {
     token: Option<Token>,
-    /// SHA-256 of each sign-in cookie, with when it was given.
-    sign_ins: Mutex<HashMap<[u8; 32], Instant>>,
+    /// SHA-256 of each sign-in cookie, with when it was given (seconds since the epoch).
+    sign_ins: Mutex<HashMap<[u8; 32], i64>>,
     csrf: String,
+    /// Where the sign-ins and the CSRF secret are kept, so that a restart of the gateway
+    /// signs nobody out; `None`: in memory only.
+    store: Option<PathBuf>,
+}
+
+/// What `state/web-sign-ins.json` holds: no cookie, only digests of them.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Kept {
+    /// Which token the sign-ins were made with (a digest of its digest): another token
+    /// signs everyone out.
+    token: String,
+    csrf: String,
+    sign_ins: Vec<KeptSignIn>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct KeptSignIn {
+    digest: String,
+    given: i64,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn now() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+fn fresh(given: i64) -> bool {
+    now().saturating_sub(given) < SIGN_IN_LIFETIME.as_secs() as i64
 }
 
 /// How a request proved who it is.
@@ -58,13 +91,96 @@ enum Proof {
 }
 
 impl WebAuth {
-    /// With the server's `token`, whose count of wrong guesses the page shares.
-    pub(crate) fn new(token: Option<Token>) -> Arc<Self> {
-        Arc::new(Self {
+    /// With the server's `token`, whose count of wrong guesses the page shares; sign-ins
+    /// kept in `store` when given (read now, what is still valid for this token).
+    pub(crate) fn new(token: Option<Token>, store: Option<PathBuf>) -> Arc<Self> {
+        let fingerprint = token.as_ref().map(Token::fingerprint).unwrap_or_default();
+        let kept = store.as_deref().and_then(|path| match std::fs::read(path) {
+            Ok(bytes) => match serde_json::from_slice::<Kept>(&bytes) {
+                Ok(kept) => Some(kept),
+                Err(err) => {
+                    // Only sign-ins: the browsers sign in again.
+                    tracing::warn!("{} is damaged ({err}); it is started again", path.display());
+                    None
+                }
+            },
+            Err(_) => None,
+        });
+        let (csrf, sign_ins) = match kept {
+            Some(kept) if !kept.csrf.is_empty() => {
+                let sign_ins = if kept.token == fingerprint {
+                    kept.sign_ins
+                        .iter()
+                        .filter(|s| fresh(s.given))
+                        .filter_map(|s| {
+                            let bytes: Vec<u8> = (0..s.digest.len())
+                                .step_by(2)
+                                .filter_map(|i| {
+                                    u8::from_str_radix(s.digest.get(i..i + 2)?, 16).ok()
+                                })
+                                .collect();
+                            <[u8; 32]>::try_from(bytes).ok().map(|d| (d, s.given))
+                        })
+                        .collect()
+                } else {
+                    HashMap::new()
+                };
+                (kept.csrf, sign_ins)
+            }
+            Some(_) | None => (random_secret(), HashMap::new()),
+        };
+        let auth = Arc::new(Self {
             token,
-            sign_ins: Mutex::default(),
-            csrf: random_secret(),
-        })
+            sign_ins: Mutex::new(sign_ins),
+            csrf,
+            store,
+        });
+        auth.keep();
+        auth
+    }
+
+    /// Writes the sign-ins and the CSRF secret to the store: a temporary file, then renamed,
+    /// readable by its owner only. A failure is said and changes nothing else.
+    fn keep(&self) {
+        let Some(path) = &self.store else {
+            return;
+        };
+        let kept = Kept {
+            token: self
+                .token
+                .as_ref()
+                .map(Token::fingerprint)
+                .unwrap_or_default(),
+            csrf: self.csrf.clone(),
+            sign_ins: self
+                .sign_ins
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .map(|(digest, given)| KeptSignIn {
+                    digest: hex(digest),
+                    given: *given,
+                })
+                .collect(),
+        };
+        let written = (|| -> std::io::Result<()> {
+            use std::io::Write as _;
+            let dir = path.parent().unwrap_or(std::path::Path::new("."));
+            std::fs::create_dir_all(dir)?;
+            let mut temp = tempfile::Builder::new()
+                .prefix(".web-sign-ins-")
+                .tempfile_in(dir)?;
+            temp.write_all(&serde_json::to_vec_pretty(&kept)?)?;
+            temp.as_file().sync_all()?;
+            temp.persist(path).map_err(|err| err.error)?;
+            Ok(())
+        })();
+        if let Err(err) = written {
+            tracing::warn!(
+                "cannot keep the page's sign-ins in {} ({err}); a restart signs browsers out",
+                path.display()
+            );
+        }
     }
 
     /// Whether a token is needed to use the page.
@@ -94,9 +210,7 @@ impl WebAuth {
         let signed_in = cookie(headers, AUTH_COOKIE).is_some_and(|value| {
             let digest: [u8; 32] = Sha256::digest(value.as_bytes()).into();
             let sign_ins = self.sign_ins.lock().unwrap_or_else(PoisonError::into_inner);
-            sign_ins
-                .get(&digest)
-                .is_some_and(|given| given.elapsed() < SIGN_IN_LIFETIME)
+            sign_ins.get(&digest).is_some_and(|given| fresh(*given))
         });
         if signed_in {
             Proof::Cookie
@@ -130,19 +244,22 @@ impl WebAuth {
         }
         let value = random_secret();
         let digest: [u8; 32] = Sha256::digest(value.as_bytes()).into();
-        let mut sign_ins = self.sign_ins.lock().unwrap_or_else(PoisonError::into_inner);
-        sign_ins.retain(|_, given| given.elapsed() < SIGN_IN_LIFETIME);
-        while sign_ins.len() >= MAX_SIGN_INS {
-            let oldest = sign_ins
-                .iter()
-                .min_by_key(|(_, given)| **given)
-                .map(|(digest, _)| *digest);
-            match oldest {
-                Some(oldest) => sign_ins.remove(&oldest),
-                None => break,
-            };
+        {
+            let mut sign_ins = self.sign_ins.lock().unwrap_or_else(PoisonError::into_inner);
+            sign_ins.retain(|_, given| fresh(*given));
+            while sign_ins.len() >= MAX_SIGN_INS {
+                let oldest = sign_ins
+                    .iter()
+                    .min_by_key(|(_, given)| **given)
+                    .map(|(digest, _)| *digest);
+                match oldest {
+                    Some(oldest) => sign_ins.remove(&oldest),
+                    None => break,
+                };
+            }
+            sign_ins.insert(digest, now());
         }
-        sign_ins.insert(digest, Instant::now());
+        self.keep();
         Ok(value)
     }
 
@@ -153,6 +270,7 @@ impl WebAuth {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&digest);
+            self.keep();
         }
     }
 }
@@ -416,7 +534,7 @@ mod tests {
 
     #[test]
     fn sign_in_gives_a_cookie_that_signs_in_and_wrong_tokens_are_limited_per_address() {
-        let auth = WebAuth::new(Token::from_config(Some("s3cret")));
+        let auth = WebAuth::new(Token::from_config(Some("s3cret")), None);
         let peer: SocketAddr = "10.0.0.2:5000".parse().unwrap();
         let owner: IpAddr = "10.0.0.3".parse().unwrap();
         assert!(!auth.signed_in(&HeaderMap::new(), &peer));

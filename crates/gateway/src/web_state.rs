@@ -19,6 +19,9 @@ use crate::server::ServerState;
 use crate::web_auth::WebAuth;
 use crate::web_wire::{ApiError, SessionView, WEB_CHANNEL, key_parts};
 
+/// The page's sign-ins and CSRF secret, in the state folder (`state/web-sign-ins.json`).
+pub const SIGN_INS_FILE: &str = "web-sign-ins.json";
+
 /// `GET /api/events` streams open at once.
 pub(crate) const MAX_LIVE_STREAMS: usize = 32;
 
@@ -73,8 +76,9 @@ impl Workbench {
         approvals: Arc<Approvals>,
         bus: OutboundBus,
         reports: Arc<dyn Reports>,
+        state_dir: Option<&std::path::Path>,
     ) -> Self {
-        let auth = WebAuth::new(server.token());
+        let auth = WebAuth::new(server.token(), state_dir.map(|dir| dir.join(SIGN_INS_FILE)));
         Self {
             shared: Arc::new(Shared {
                 server,

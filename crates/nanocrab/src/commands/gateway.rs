@@ -205,6 +205,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             web_approvals,
             web_bus,
             Arc::new(reports),
+            Some(&state_dir),
         );
         let app = server::app(state, routes).merge(nanocrab_gateway::web_routes(workbench));
         let shutdown = CancellationToken::new();

@@ -790,3 +790,45 @@ fn an_image_sent_from_the_page_reaches_the_model_and_is_shown_again() {
     assert_eq!(fetched.headers["content-type"], "image/png");
     assert_eq!(web.get("/api/media/..%2Fconfig.json").status, 404);
 }
+
+#[test]
+fn a_sign_in_outlives_a_restart_and_not_a_new_token() {
+    let home = Home::new(Wire::OpenAi);
+    let config_with = |token: &str| {
+        let mut config = home.base_config();
+        config["gateway"] = json!({ "port": 0, "auth": { "token": token } });
+        config
+    };
+    home.write_config(config_with("gw-5ecret-token"));
+    let gateway = home.start_gateway();
+    let web = WebClient::new(&gateway.base);
+    let signed = web.post("/api/login", &json!({"token": "gw-5ecret-token"}));
+    assert_eq!(signed.status, 200, "{signed:?}");
+    let cookie = signed.headers["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let csrf = signed.body["csrf"].as_str().unwrap().to_owned();
+    assert!(gateway.terminate().success());
+    // No cookie is kept on disk, only digests.
+    let kept = std::fs::read_to_string(home.home().join("state/web-sign-ins.json")).unwrap();
+    assert!(!kept.contains(cookie.split('=').nth(1).unwrap()), "{kept}");
+
+    let gateway = home.start_gateway();
+    let mut web = WebClient::new(&gateway.base);
+    web.cookie = Some(cookie.clone());
+    web.csrf = Some(csrf.clone());
+    assert_eq!(web.get("/api/sessions").status, 200);
+    // The page open before the restart goes on writing with what it had.
+    assert_eq!(web.post("/api/sessions", &json!({})).status, 201);
+    assert!(gateway.terminate().success());
+
+    home.write_config(config_with("another-5ecret-token"));
+    let gateway = home.start_gateway();
+    let mut web = WebClient::new(&gateway.base);
+    web.cookie = Some(cookie);
+    assert_eq!(web.get("/api/sessions").status, 401);
+}
