@@ -177,6 +177,7 @@ async fn create_session(
     {
         set_title(agent, &key, title)?;
     }
+    workbench.sessions_changed();
     Ok((StatusCode::CREATED, Json(workbench.view(&key, agent)?)))
 }
 
@@ -207,6 +208,7 @@ async fn rename_session(
         return Err(ApiError::bad_request("the title is empty"));
     }
     set_title(agent, &key, title)?;
+    workbench.sessions_changed();
     Ok(Json(workbench.view(&key, agent)?))
 }
 
@@ -223,6 +225,7 @@ async fn delete_session(
     }
     // Archived, as `/new` does: nothing is lost.
     agent.store().reset(&key).map_err(ApiError::internal)?;
+    workbench.sessions_changed();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -290,7 +293,10 @@ async fn generate_title(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let (key, agent) = workbench.session(&id)?;
     match agent.generate_title(&key).await {
-        Ok(Some(title)) => Ok(Json(serde_json::json!({ "id": id, "title": title }))),
+        Ok(Some(title)) => {
+            workbench.sessions_changed();
+            Ok(Json(serde_json::json!({ "id": id, "title": title })))
+        }
         Ok(None) => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "nothing to title yet: the session has no answered question (or the model gave no title)",
@@ -442,7 +448,10 @@ async fn answer_approval(
         .approvals
         .answer(&id, verb, "web".into(), None)
     {
-        Answered::Done => Ok(Json(serde_json::json!({"id": id, "answer": answer}))),
+        Answered::Done => {
+            workbench.sessions_changed();
+            Ok(Json(serde_json::json!({"id": id, "answer": answer})))
+        }
         Answered::NotPending => Err(ApiError::not_found(format!("no approval {id} is waiting"))),
     }
 }

@@ -367,6 +367,7 @@ pub(crate) async fn events(State(workbench): State<Workbench>) -> Response {
         ],
         STREAM_BUFFER,
     );
+    let mut listed = workbench.shared.sessions_changed.subscribe();
     let (out, events_out) = mpsc::channel::<SseEvent>(STREAM_BUFFER);
     tokio::spawn(async move {
         let _permit = permit;
@@ -375,6 +376,17 @@ pub(crate) async fn events(State(workbench): State<Workbench>) -> Response {
             // A page that went away frees its subscription at once, not at the next event.
             let event = tokio::select! {
                 event = subscription.recv() => event,
+                // Another tab (or client) made, renamed or deleted a session, or answered an
+                // approval: the page reads the list again. Missed ones say the same.
+                changed = listed.recv() => {
+                    if matches!(changed, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                        return;
+                    }
+                    if out.send(sse("sessions", &serde_json::json!({}))).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 () = out.closed() => return,
             };
             let Some(event) = event else { return };

@@ -67,6 +67,9 @@ pub(crate) struct Shared {
     pub(crate) running: Mutex<HashMap<SessionKey, CancellationToken>>,
     /// Room for `GET /api/events` streams.
     pub(crate) live_streams: Arc<tokio::sync::Semaphore>,
+    /// Told when the page's API changed the list of sessions or answered an approval, for the
+    /// live streams of the other tabs.
+    pub(crate) sessions_changed: tokio::sync::broadcast::Sender<()>,
 }
 
 impl Workbench {
@@ -89,6 +92,7 @@ impl Workbench {
                 reports,
                 running: Mutex::default(),
                 live_streams: Arc::new(tokio::sync::Semaphore::new(MAX_LIVE_STREAMS)),
+                sessions_changed: tokio::sync::broadcast::channel(16).0,
             }),
         }
     }
@@ -130,6 +134,12 @@ impl Workbench {
             .find(|s| s.key == *key)
             .ok_or_else(|| ApiError::not_found(format!("no session `{key}`")))?;
         Ok(SessionView::new(summary, self.is_busy(key)))
+    }
+
+    /// Tells the other tabs' live streams that the list of sessions changed.
+    pub(crate) fn sessions_changed(&self) {
+        // Nobody listening is fine.
+        let _ = self.shared.sessions_changed.send(());
     }
 
     pub(crate) fn is_busy(&self, key: &SessionKey) -> bool {

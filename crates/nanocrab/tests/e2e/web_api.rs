@@ -832,3 +832,18 @@ fn a_sign_in_outlives_a_restart_and_not_a_new_token() {
     web.cookie = Some(cookie);
     assert_eq!(web.get("/api/sessions").status, 401);
 }
+
+#[test]
+fn another_tab_hears_of_a_session_made_renamed_or_deleted() {
+    let home = web_home(json!({}));
+    let gateway = home.start_gateway();
+    let watcher = WebClient::signed_in(&gateway.base);
+    let base = gateway.base.clone();
+    let live = watcher.events_until("/api/events", "sessions", move || {
+        std::thread::spawn(move || {
+            let other = WebClient::signed_in(&base);
+            assert_eq!(other.post("/api/sessions", &json!({})).status, 201);
+        });
+    });
+    assert_eq!(live.last().unwrap().name, "sessions");
+}
