@@ -18,6 +18,7 @@ use crate::chunker::chunk_markdown;
 use crate::documents::document_text;
 use crate::embedding::{EmbeddingProvider, EmbeddingSetup};
 use crate::ranking::{SearchOptions, fuse, rank};
+use crate::vectors::{EXACT_MARGIN, VectorMatrix};
 
 /// Bumped when the tables change, or what the chunker makes of a file (3: headings with
 /// nothing under them are not chunks); an index of another version is rebuilt.
@@ -129,6 +130,9 @@ pub struct MemoryIndex {
     sessions: Option<PathBuf>,
     /// Embeds chunks and queries for search by meaning, or says why search is by keyword.
     embeddings: EmbeddingSetup,
+    /// The vectors a hybrid search scans, read on its first need and dropped when a sync
+    /// changes the chunks or their vectors.
+    vectors: Option<VectorMatrix>,
 }
 
 impl MemoryIndex {
@@ -200,6 +204,7 @@ impl MemoryIndex {
             workspace: workspace.to_path_buf(),
             sessions: None,
             embeddings: EmbeddingSetup::default(),
+            vectors: None,
         })
     }
 
@@ -449,6 +454,9 @@ impl MemoryIndex {
                 }
             }
         }
+        if report.added + report.changed + report.removed + report.embedded > 0 {
+            self.vectors = None;
+        }
         report.elapsed = started.elapsed();
         Ok(report)
     }
@@ -543,8 +551,9 @@ impl MemoryIndex {
         query: &str,
         options: &SearchOptions,
     ) -> Result<SearchResults, IndexError> {
+        let database = self.database.clone();
         let sql = |source| IndexError::Sqlite {
-            path: self.database.clone(),
+            path: database.clone(),
             source,
         };
         let pool = if self.embeddings.provider().is_some() {
@@ -572,7 +581,9 @@ impl MemoryIndex {
             }
             None => Vec::new(),
         };
-        let (scored, mode) = match &self.embeddings {
+        // A clone of the handle: the scan below borrows the index mutably for its matrix.
+        let embeddings = self.embeddings.clone();
+        let (scored, mode) = match &embeddings {
             EmbeddingSetup::KeywordOnly(reason) => (
                 keyword,
                 SearchMode::Keyword {
@@ -630,11 +641,25 @@ impl MemoryIndex {
         })
     }
 
+    /// The vector half of a hybrid search on its own: the ids of the `limit` chunks whose
+    /// `model` vectors are most like `query`, with their cosine, best first. Public for the
+    /// scale bench (`benches/memory_scale.rs`), which times the scan apart from the model.
+    #[doc(hidden)]
+    pub fn nearest_chunks(
+        &mut self,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(i64, f64)>, IndexError> {
+        self.nearest(model, query, limit)
+    }
+
     /// The `limit` chunks whose `model` vectors are most like `query`, by cosine (the vectors
-    /// are unit length, so a dot product), best first. An exact scan: at a personal index's
-    /// size (thousands of chunks) it takes about a millisecond, and needs no extension.
+    /// are unit length, so a dot product), best first. A scan of every vector, without an
+    /// extension or an approximate index: the int8 matrix in memory (read on the first search
+    /// and kept while the index does not change) ranks them, and the best are scored exactly.
     fn nearest(
-        &self,
+        &mut self,
         model: &str,
         query: &[f32],
         limit: usize,
@@ -643,22 +668,33 @@ impl MemoryIndex {
             path: self.database.clone(),
             source,
         };
+        let version: i64 = self
+            .conn
+            .pragma_query_value(None, "data_version", |row| row.get(0))
+            .map_err(sql)?;
+        let matrix = match self.vectors.take() {
+            Some(matrix) if matrix.model == model && matrix.data_version == version => matrix,
+            _ => VectorMatrix::load(&self.conn, model, version).map_err(sql)?,
+        };
+        let candidates = matrix.nearest(query, limit.saturating_add(EXACT_MARGIN));
+        self.vectors = Some(matrix);
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT c.id, e.vector FROM chunks c
-                 JOIN embeddings e ON e.model = ?1 AND e.hash = c.hash",
+                "SELECT e.vector FROM chunks c
+                 JOIN embeddings e ON e.model = ?1 AND e.hash = c.hash WHERE c.id = ?2",
             )
             .map_err(sql)?;
-        let mut rows = stmt.query([model]).map_err(sql)?;
-        let mut scored = Vec::new();
-        while let Some(row) = rows.next().map_err(sql)? {
-            let id: i64 = row.get(0).map_err(sql)?;
-            let blob = row
-                .get_ref(1)
+        let mut scored = Vec::with_capacity(candidates.len());
+        for (id, _) in candidates {
+            // A chunk removed since the matrix was read has no vector to score.
+            let Some(blob) = stmt
+                .query_row(params![model, id], |row| row.get::<_, Vec<u8>>(0))
+                .optional()
                 .map_err(sql)?
-                .as_blob()
-                .map_err(|err| sql(err.into()))?;
+            else {
+                continue;
+            };
             let dot: f32 = blob
                 .chunks_exact(4)
                 .zip(query)
@@ -666,7 +702,7 @@ impl MemoryIndex {
                 .sum();
             scored.push((id, f64::from(dot)));
         }
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         scored.truncate(limit);
         Ok(scored)
     }

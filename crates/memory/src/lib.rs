@@ -13,6 +13,7 @@ mod memory_tools;
 #[cfg(feature = "documents")]
 mod pdf;
 mod ranking;
+mod vectors;
 
 pub use chunker::{Chunk, chunk_markdown};
 pub use documents::{DocumentError, document_text};
