@@ -262,14 +262,9 @@ fn local_model() -> Result<Arc<dyn EmbeddingProvider>, String> {
     let spec = catalogue
         .find(nanocrab_memory::DEFAULT_LOCAL_MODEL)
         .map_err(|e| e.to_string())?;
-    store.installed_dir(spec).map_err(|err| {
-        format!(
-            "{} is not installed in {} ({err}; nanocrab models pull {})",
-            spec.name,
-            models.display(),
-            spec.name
-        )
-    })?;
+    store
+        .installed_dir(spec)
+        .map_err(|err| format!("{err} (looked in {})", models.display()))?;
     Ok(Arc::new(LocalEmbeddings::new(store, spec.clone())))
 }
 
