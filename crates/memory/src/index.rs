@@ -18,7 +18,7 @@ use crate::chunker::chunk_markdown;
 use crate::documents::document_text;
 use crate::embedding::{EmbeddingProvider, EmbeddingSetup};
 use crate::ranking::{SearchOptions, fuse, rank};
-use crate::vectors::{EXACT_MARGIN, VectorMatrix};
+use crate::vectors::{self, EXACT_MARGIN};
 
 /// Bumped when the tables change, or what the chunker makes of a file (3: headings with
 /// nothing under them are not chunks); an index of another version is rebuilt.
@@ -130,9 +130,6 @@ pub struct MemoryIndex {
     sessions: Option<PathBuf>,
     /// Embeds chunks and queries for search by meaning, or says why search is by keyword.
     embeddings: EmbeddingSetup,
-    /// The vectors a hybrid search scans, read on its first need and dropped when a sync
-    /// changes the chunks or their vectors.
-    vectors: Option<VectorMatrix>,
 }
 
 impl MemoryIndex {
@@ -204,7 +201,6 @@ impl MemoryIndex {
             workspace: workspace.to_path_buf(),
             sessions: None,
             embeddings: EmbeddingSetup::default(),
-            vectors: None,
         })
     }
 
@@ -439,6 +435,9 @@ impl MemoryIndex {
                 report.added += 1;
             }
         }
+        if report.added + report.changed + report.removed > 0 {
+            vectors::mark_changed(&tx).map_err(sql)?;
+        }
         tx.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_sync', ?1)",
             [jiff::Timestamp::now().to_string()],
@@ -453,9 +452,6 @@ impl MemoryIndex {
                     report.embedding_error = Some(err.to_string());
                 }
             }
-        }
-        if report.added + report.changed + report.removed + report.embedded > 0 {
-            self.vectors = None;
         }
         report.elapsed = started.elapsed();
         Ok(report)
@@ -515,6 +511,7 @@ impl MemoryIndex {
                 )
                 .map_err(sql)?;
             }
+            vectors::mark_changed(&tx).map_err(sql)?;
             tx.commit().map_err(sql)?;
             report.embedded += batch.len();
         }
@@ -657,7 +654,8 @@ impl MemoryIndex {
     /// The `limit` chunks whose `model` vectors are most like `query`, by cosine (the vectors
     /// are unit length, so a dot product), best first. A scan of every vector, without an
     /// extension or an approximate index: the int8 matrix in memory (read on the first search
-    /// and kept while the index does not change) ranks them, and the best are scored exactly.
+    /// of the process and kept while the index does not change, for every `MemoryIndex` of
+    /// this database) ranks them, and the best are scored exactly.
     fn nearest(
         &mut self,
         model: &str,
@@ -668,16 +666,8 @@ impl MemoryIndex {
             path: self.database.clone(),
             source,
         };
-        let version: i64 = self
-            .conn
-            .pragma_query_value(None, "data_version", |row| row.get(0))
-            .map_err(sql)?;
-        let matrix = match self.vectors.take() {
-            Some(matrix) if matrix.model == model && matrix.data_version == version => matrix,
-            _ => VectorMatrix::load(&self.conn, model, version).map_err(sql)?,
-        };
+        let matrix = vectors::matrix(&self.conn, &self.database, model).map_err(sql)?;
         let candidates = matrix.nearest(query, limit.saturating_add(EXACT_MARGIN));
-        self.vectors = Some(matrix);
         let mut stmt = self
             .conn
             .prepare_cached(

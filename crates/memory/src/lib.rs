@@ -30,3 +30,5 @@ pub use memory_get::MemoryGetTool;
 pub use memory_search::MemorySearchTool;
 pub use memory_tools::memory_tools;
 pub use ranking::SearchOptions;
+#[doc(hidden)]
+pub use vectors::matrix_loads;

@@ -10,7 +10,98 @@
 //! candidates exactly from their f32 vectors in SQLite: the hits and their scores are the
 //! exact scan's (docs/benchmarks.md, "Memory at scale").
 
-use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension as _};
+
+/// The key in `meta` that names the current state of the chunks and their vectors: rewritten
+/// with a new value in every transaction that changes them, by any process, so a matrix read
+/// under another value is stale.
+const CONTENT_KEY: &str = "vectors_version";
+
+/// The matrices of this process, one per index file and model: the agent's tools open the
+/// index afresh for each search, and the matrix outlives them.
+static MATRICES: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
+
+struct Cached {
+    database: PathBuf,
+    version: Option<String>,
+    matrix: Arc<VectorMatrix>,
+    loads: usize,
+}
+
+/// Says, inside a transaction that changes chunks or vectors, that matrices read before it
+/// are stale. A value unique to this process and moment: a rebuilt index file starts anew and
+/// must not meet an old value by chance.
+pub(crate) fn mark_changed(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let value = format!(
+        "{}-{nanos}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    tx.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+        [CONTENT_KEY, value.as_str()],
+    )?;
+    Ok(())
+}
+
+/// `model`'s matrix for the index at `database`, read through `conn` unless this process
+/// holds it for the index's current content.
+pub(crate) fn matrix(
+    conn: &Connection,
+    database: &Path,
+    model: &str,
+) -> rusqlite::Result<Arc<VectorMatrix>> {
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = ?1",
+            [CONTENT_KEY],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let mut cache = MATRICES.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = cache
+        .iter()
+        .position(|c| c.database == database && c.matrix.model == model);
+    if let Some(i) = slot
+        && cache[i].version == version
+    {
+        return Ok(cache[i].matrix.clone());
+    }
+    let matrix = Arc::new(VectorMatrix::load(conn, model)?);
+    match slot {
+        Some(i) => {
+            let cached = &mut cache[i];
+            cached.version = version;
+            cached.matrix = matrix.clone();
+            cached.loads += 1;
+        }
+        None => cache.push(Cached {
+            database: database.to_path_buf(),
+            version,
+            matrix: matrix.clone(),
+            loads: 1,
+        }),
+    }
+    Ok(matrix)
+}
+
+/// How often this process has read `database`'s matrix for `model` (for the tests).
+pub fn matrix_loads(database: &Path, model: &str) -> usize {
+    MATRICES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|c| c.database == database && c.matrix.model == model)
+        .map_or(0, |c| c.loads)
+}
 
 /// Candidates scored again against the f32 query, per hit asked for: the order by codes alone
 /// differs from it only among near ties, and one just past the cut is brought back.
@@ -20,10 +111,7 @@ const RESCORE_FACTOR: usize = 4;
 pub(crate) const EXACT_MARGIN: usize = 10;
 
 pub(crate) struct VectorMatrix {
-    pub(crate) model: String,
-    /// SQLite's `data_version` when loaded: it changes when another connection commits (a
-    /// `nanocrab memory index` beside the gateway), so the matrix is read again.
-    pub(crate) data_version: i64,
+    model: String,
     dimensions: usize,
     ids: Vec<i64>,
     /// Per row: what one step of its codes is worth (its largest magnitude over 127).
@@ -34,11 +122,7 @@ pub(crate) struct VectorMatrix {
 impl VectorMatrix {
     /// Every chunk's `model` vector; a chunk whose vector has another length than the first
     /// (a damaged row) is left out, as the per-row scan would have scored it as garbage.
-    pub(crate) fn load(
-        conn: &Connection,
-        model: &str,
-        data_version: i64,
-    ) -> rusqlite::Result<Self> {
+    fn load(conn: &Connection, model: &str) -> rusqlite::Result<Self> {
         let mut stmt = conn.prepare_cached(
             "SELECT c.id, e.vector FROM chunks c
              JOIN embeddings e ON e.model = ?1 AND e.hash = c.hash",
@@ -46,7 +130,6 @@ impl VectorMatrix {
         let mut rows = stmt.query([model])?;
         let mut matrix = Self {
             model: model.to_owned(),
-            data_version,
             dimensions: 0,
             ids: Vec::new(),
             scales: Vec::new(),
@@ -172,7 +255,6 @@ mod tests {
     fn matrix(rows: &[(i64, Vec<f32>)]) -> VectorMatrix {
         let mut m = VectorMatrix {
             model: "m".into(),
-            data_version: 0,
             dimensions: rows[0].1.len(),
             ids: Vec::new(),
             scales: Vec::new(),

@@ -214,7 +214,7 @@ fn by_vector(limit: usize) -> SearchOptions {
 }
 
 #[tokio::test]
-async fn the_vectors_held_in_memory_follow_an_edit_and_another_process_s_sync() {
+async fn the_vectors_held_in_memory_outlive_an_index_and_follow_every_change() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
     let db = dir.path().join("state/memory-index.sqlite");
@@ -227,6 +227,19 @@ async fn the_vectors_held_in_memory_follow_an_edit_and_another_process_s_sync() 
     // "vehicle" is in no note: only the vectors can find the garage.
     let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
     assert_eq!(paths(&results), vec!["knowledge/garage.md"]);
+    let loads = || nanocrab_memory::matrix_loads(&db, "test:concepts");
+    assert_eq!(loads(), 1);
+    // The agent's tool opens the index afresh for each search, and syncs: nothing changed,
+    // so the matrix read before serves.
+    drop(index);
+    let mut index = MemoryIndex::open(&db, &ws)
+        .await
+        .unwrap()
+        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
+    index.sync().await.unwrap();
+    let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
+    assert_eq!(paths(&results), vec!["knowledge/garage.md"]);
+    assert_eq!(loads(), 1);
 
     // Edited here: the next search sees the new vectors, not the ones read before.
     std::fs::write(
@@ -243,6 +256,7 @@ async fn the_vectors_held_in_memory_follow_an_edit_and_another_process_s_sync() 
     assert_eq!((report.changed, report.embedded), (2, 2));
     let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
     assert_eq!(paths(&results), vec!["memory/2026-03-01.md"]);
+    assert_eq!(loads(), 2);
 
     // Synced by another connection (a `nanocrab memory index` beside the gateway): this
     // index's own sync finds nothing changed, and its search still reads the new vectors.
@@ -261,6 +275,7 @@ async fn the_vectors_held_in_memory_follow_an_edit_and_another_process_s_sync() 
     assert_eq!(index.sync().await.unwrap().changed, 0);
     let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
     assert_eq!(paths(&results), vec!["memory/MEMORY.md"]);
+    assert_eq!(loads(), 3);
 }
 
 #[tokio::test]
