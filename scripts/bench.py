@@ -52,6 +52,16 @@ heartbeats with the onboarded HEARTBEAT.md, a heartbeat with one task, a schedul
 and a chat's first "hello" for comparison (crates/nanocrab/benches/autonomy_tokens.rs; counts,
 so a debug build does).
 
+    python3 scripts/bench.py --memory-scale [--sizes 1000,10000,100000] [--runs N] [--binary B]
+
+Instead: memory search at scale (crates/memory/benches/memory_scale.rs): generated workspaces
+of 1k, 10k and 100k chunks; per size the index build, its size on disk, peak RSS, in-process
+search latency (p50/p95) by keyword and hybrid and the vector scan alone; then the same
+workspaces (the bench writes them, `--write-corpus`) in a fresh NANOCRAB_HOME each, timed as
+whole `nanocrab memory index` and N `nanocrab memory search QUERY` processes (keyword). The
+hybrid rows with the model need all-minilm-l6-v2 in --models DIR (or they say why not).
+`--binary B` times that nanocrab binary instead of building the release one.
+
     python3 scripts/bench.py --size
 
 Instead: the release binary's size (fat LTO, stripped) built with every feature, with none
@@ -162,6 +172,14 @@ def main():
                         help="only the exec sandbox's start with and without read-only paths")
     parser.add_argument("--autonomy", action="store_true",
                         help="only the model requests and tokens of heartbeats and cron runs")
+    parser.add_argument("--memory-scale", action="store_true",
+                        help="only memory search at scale (memory_scale bench and whole "
+                             "`nanocrab memory search` processes)")
+    parser.add_argument("--binary", type=Path,
+                        help="with --memory-scale: the nanocrab binary to time (default: build "
+                             "the release one)")
+    parser.add_argument("--sizes", default="1000,10000,100000",
+                        help="with --memory-scale: chunks per generated workspace")
     parser.add_argument("--size", action="store_true",
                         help="only the release binary's size with every feature, with none and "
                              "with each alone")
@@ -170,6 +188,9 @@ def main():
         parser.error(f"unrecognized arguments: {' '.join(bench_args)}")
     if args.size:
         binary_sizes()
+        return
+    if args.memory_scale:
+        memory_scale(args.models, [int(n) for n in args.sizes.split(",")], args.runs, args.binary)
         return
     if args.autonomy:
         subprocess.run(["cargo", "test", "--quiet", "-p", "nanocrab", "--bench", "autonomy_tokens"],
@@ -464,6 +485,92 @@ def memory_search_over_a_year_of_notes(nanocrab, tmp, models, days=365):
         print(f"  search (a whole process: open, load the model if any, sync by stat, query), "
               f"20 runs: median {statistics.median(times):.1f} ms, min {min(times):.1f} ms, "
               f"peak RSS {statistics.median(rss):.1f} MB")
+
+
+def memory_scale(models, sizes, runs, binary=None):
+    """The memory_scale bench at each size, then whole `nanocrab memory` processes over the same
+    generated workspaces, and one table of both."""
+    bench = build_bench("nanocrab-memory", "memory_scale")
+    if binary is None:
+        subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "nanocrab", "--bin",
+                        "nanocrab"], cwd=ROOT, check=True)
+        target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+        nanocrab = target / "release/nanocrab"
+    else:
+        nanocrab = binary.resolve()
+    sizes_arg = ",".join(str(n) for n in sizes)
+    out = subprocess.run([bench, "--json", "--sizes", sizes_arg, "--models", str(models)],
+                         cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
+    in_process = {r["chunks"]: r for r in json.loads(out.strip().splitlines()[-1])}
+    whole = {}
+    with tempfile.TemporaryDirectory(prefix="nanocrab-bench-") as tmp:
+        tmp = Path(tmp)
+        for size in sizes:
+            home = tmp / f"scale-{size}"
+            env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "NANOCRAB_HOME": str(home)}
+            subprocess.run([str(nanocrab), "onboard", "--model", "anthropic/bench-model"], env=env,
+                           check=True, stdout=subprocess.DEVNULL)
+            config_path = home / "config.json"
+            config = json.loads(config_path.read_text())
+            config["memory"] = {"embeddings": {"provider": "off"}}
+            config_path.write_text(json.dumps(config))
+            workspace = home / "workspace"
+            subprocess.run([bench, "--write-corpus", str(workspace), "--sizes", str(size),
+                            "--queries", str(runs)], cwd=ROOT, check=True,
+                           stderr=subprocess.DEVNULL)
+            queries = (workspace / "queries.txt").read_text().splitlines()
+            (workspace / "queries.txt").unlink()
+            build, build_rss = run_measured([str(nanocrab), "memory", "index"], env)
+            times, rss = [], []
+            for query in queries:
+                elapsed, peak = run_measured([str(nanocrab), "memory", "search", query], env)
+                times.append(elapsed * 1000)
+                rss.append(peak)
+            times.sort()
+            whole[size] = {"build": build * 1000, "buildRss": build_rss,
+                           "p50": times[len(times) // 2],
+                           "p95": times[min(len(times) - 1, len(times) * 95 // 100)],
+                           "rss": statistics.median(rss)}
+            print(f"{size} chunks: whole-process search p50 {whole[size]['p50']:.1f} ms",
+                  file=sys.stderr)
+
+    def pp(v):
+        return f"{v['p50']:.2f} / {v['p95']:.2f}" if v else "n/a"
+
+    rows = [
+        ("files", lambda r, w: f"{r['files']}"),
+        ("first index build, in process", lambda r, w: f"{r['buildMs'] / 1000:.2f} s"),
+        ("`nanocrab memory index`, whole process", lambda r, w: f"{w['build'] / 1000:.2f} s"),
+        ("index on disk, keyword / with vectors",
+         lambda r, w: f"{r['indexBytesKeyword'] / 1e6:.1f} / {r['indexBytesWithVectors'] / 1e6:.1f} MB"),
+        ("peak RSS in process, keyword / hybrid (synthetic query)",
+         lambda r, w: f"{r['vmHwmMbKeyword']:.0f} / {r['vmHwmMbHybrid']:.0f} MB"),
+        ("sync with nothing changed (ms)", lambda r, w: pp(r["syncUnchangedMs"])),
+        ("keyword search, in process (ms)", lambda r, w: pp(r["keywordMs"])),
+        (f"`nanocrab memory search`, keyword, whole process, {runs} runs (ms)",
+         lambda r, w: f"{w['p50']:.1f} / {w['p95']:.1f}"),
+        ("peak RSS of `memory search`", lambda r, w: f"{w['rss']:.0f} MB"),
+        ("hybrid, synthetic query vector, in process (ms)",
+         lambda r, w: pp(r["hybridSyntheticQueryMs"])),
+        ("hybrid, all-MiniLM-L6-v2, in process (ms)",
+         lambda r, w: pp(r["hybridModel"].get("latencyMs"))
+         if "latencyMs" in r["hybridModel"] else "skipped"),
+        ("vector scan: blobs through SQLite (ms)", lambda r, w: pp(r["scan"]["blobScanMs"])),
+        ("vector scan: f32 matrix in memory (ms)", lambda r, w: pp(r["scan"]["f32MatrixScanMs"])),
+        ("vector scan: the index's (ms)", lambda r, w: pp(r["scan"]["indexScanMs"])),
+        ("vector scan: the index's first, with loading (ms)",
+         lambda r, w: f"{r['scan']['indexScanFirstMs']:.1f}"),
+        ("top-5 of the index's scan in the exact top-5",
+         lambda r, w: f"{r['scan']['top5OverlapWithExact']:.2f}"),
+    ]
+    print("Memory at scale: p50 / p95")
+    print("| figure | " + " | ".join(f"{n:,} chunks" for n in sizes) + " |")
+    print("|---|" + "---|" * len(sizes))
+    for name, cell in rows:
+        print(f"| {name} | " + " | ".join(cell(in_process[n], whole[n]) for n in sizes) + " |")
+    skipped = {r["hybridModel"].get("skipped") for r in in_process.values()} - {None}
+    for why in skipped:
+        print(f"\nhybrid with the model skipped: {why}")
 
 
 def usage_over_many_transcripts(nanocrab, tmp, sessions=365, turns=20):

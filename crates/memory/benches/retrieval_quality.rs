@@ -42,6 +42,30 @@ fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
         .collect()
 }
 
+/// The exact scan, every stored f32 vector read and multiplied: the reference the index's
+/// scan is held to.
+fn exact_scan(conn: &rusqlite::Connection, model: &str, query: &[f32]) -> Vec<(i64, f64)> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT c.id, e.vector FROM chunks c
+             JOIN embeddings e ON e.model = ?1 AND e.hash = c.hash",
+        )
+        .unwrap();
+    let mut rows = stmt.query([model]).unwrap();
+    let mut scored = Vec::new();
+    while let Some(row) = rows.next().unwrap() {
+        let blob = row.get_ref(1).unwrap().as_blob().unwrap();
+        let dot: f32 = blob
+            .chunks_exact(4)
+            .zip(query)
+            .map(|(b, q)| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) * q)
+            .sum();
+        scored.push((row.get::<_, i64>(0).unwrap(), f64::from(dot)));
+    }
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -184,6 +208,55 @@ fn main() {
             ..SearchOptions::new(10)
         };
         evaluate(&mut index, &format!("{name}: vector only"), &weighted(1.0));
+        // The index's scan (int8 in memory, its best scored again) against the exact one, by
+        // the notes each ranks in its top five and by the chunks themselves.
+        let conn = rusqlite::Connection::open(dir.path().join(format!("{name}.sqlite"))).unwrap();
+        let note_of = |id: i64| -> String {
+            let path: String = conn
+                .query_row("SELECT path FROM chunks WHERE id = ?1", [id], |row| {
+                    row.get(0)
+                })
+                .unwrap();
+            id_of_path[&path].clone()
+        };
+        let recall5 = |ranked: &[(i64, f64)], relevant: &[String]| {
+            let mut notes: Vec<String> = Vec::new();
+            for (id, _) in ranked {
+                let note = note_of(*id);
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+            }
+            let found = notes
+                .iter()
+                .take(5)
+                .filter(|n| relevant.contains(n))
+                .count();
+            found as f64 / relevant.len() as f64
+        };
+        let (mut exact_recall, mut index_recall, mut same_top5) = (0.0, 0.0, 0);
+        for query in &queries {
+            let vector = runtime
+                .block_on(embedder.embed(&[&query.query]))
+                .unwrap()
+                .remove(0);
+            let mut exact = exact_scan(&conn, embedder.id(), &vector);
+            exact.truncate(50);
+            let scanned = index.nearest_chunks(embedder.id(), &vector, 50).unwrap();
+            exact_recall += recall5(&exact, &query.relevant);
+            index_recall += recall5(&scanned, &query.relevant);
+            let top5 =
+                |list: &[(i64, f64)]| list.iter().take(5).map(|(id, _)| *id).collect::<Vec<_>>();
+            same_top5 += usize::from(top5(&exact) == top5(&scanned));
+        }
+        let n = queries.len() as f64;
+        println!(
+            "{name}: vector scan, recall@5 of the notes: exact f32 {:.3}, the index's {:.3}; the same top-5 chunks in {same_top5} of {} queries",
+            exact_recall / n,
+            index_recall / n,
+            queries.len()
+        );
+        drop(conn);
         evaluate(
             &mut index,
             &format!("{name}: hybrid, RRF"),

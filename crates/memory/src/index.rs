@@ -18,6 +18,7 @@ use crate::chunker::chunk_markdown;
 use crate::documents::document_text;
 use crate::embedding::{EmbeddingProvider, EmbeddingSetup};
 use crate::ranking::{SearchOptions, fuse, rank};
+use crate::vectors::{self, EXACT_MARGIN};
 
 /// Bumped when the tables change, or what the chunker makes of a file (3: headings with
 /// nothing under them are not chunks); an index of another version is rebuilt.
@@ -470,6 +471,9 @@ impl MemoryIndex {
                 report.added += 1;
             }
         }
+        if report.added + report.changed + report.removed > 0 {
+            vectors::mark_changed(&tx).map_err(sql)?;
+        }
         tx.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_sync', ?1)",
             [jiff::Timestamp::now().to_string()],
@@ -543,6 +547,7 @@ impl MemoryIndex {
                 )
                 .map_err(sql)?;
             }
+            vectors::mark_changed(&tx).map_err(sql)?;
             tx.commit().map_err(sql)?;
             report.embedded += batch.len();
         }
@@ -579,8 +584,9 @@ impl MemoryIndex {
         query: &str,
         options: &SearchOptions,
     ) -> Result<SearchResults, IndexError> {
+        let database = self.database.clone();
         let sql = |source| IndexError::Sqlite {
-            path: self.database.clone(),
+            path: database.clone(),
             source,
         };
         let pool = if self.embeddings.provider().is_some() {
@@ -608,7 +614,9 @@ impl MemoryIndex {
             }
             None => Vec::new(),
         };
-        let (scored, mode) = match &self.embeddings {
+        // A clone of the handle: the scan below borrows the index mutably for its matrix.
+        let embeddings = self.embeddings.clone();
+        let (scored, mode) = match &embeddings {
             EmbeddingSetup::KeywordOnly(reason) => (
                 keyword,
                 SearchMode::Keyword {
@@ -666,11 +674,26 @@ impl MemoryIndex {
         })
     }
 
+    /// The vector half of a hybrid search on its own: the ids of the `limit` chunks whose
+    /// `model` vectors are most like `query`, with their cosine, best first. Public for the
+    /// scale bench (`benches/memory_scale.rs`), which times the scan apart from the model.
+    #[doc(hidden)]
+    pub fn nearest_chunks(
+        &mut self,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(i64, f64)>, IndexError> {
+        self.nearest(model, query, limit)
+    }
+
     /// The `limit` chunks whose `model` vectors are most like `query`, by cosine (the vectors
-    /// are unit length, so a dot product), best first. An exact scan: at a personal index's
-    /// size (thousands of chunks) it takes about a millisecond, and needs no extension.
+    /// are unit length, so a dot product), best first. A scan of every vector, without an
+    /// extension or an approximate index: the int8 matrix in memory (read on the first search
+    /// of the process and kept while the index does not change, for every `MemoryIndex` of
+    /// this database) ranks them, and the best are scored exactly.
     fn nearest(
-        &self,
+        &mut self,
         model: &str,
         query: &[f32],
         limit: usize,
@@ -679,22 +702,25 @@ impl MemoryIndex {
             path: self.database.clone(),
             source,
         };
+        let matrix = vectors::matrix(&self.conn, &self.database, model).map_err(sql)?;
+        let candidates = matrix.nearest(query, limit.saturating_add(EXACT_MARGIN));
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT c.id, e.vector FROM chunks c
-                 JOIN embeddings e ON e.model = ?1 AND e.hash = c.hash",
+                "SELECT e.vector FROM chunks c
+                 JOIN embeddings e ON e.model = ?1 AND e.hash = c.hash WHERE c.id = ?2",
             )
             .map_err(sql)?;
-        let mut rows = stmt.query([model]).map_err(sql)?;
-        let mut scored = Vec::new();
-        while let Some(row) = rows.next().map_err(sql)? {
-            let id: i64 = row.get(0).map_err(sql)?;
-            let blob = row
-                .get_ref(1)
+        let mut scored = Vec::with_capacity(candidates.len());
+        for (id, _) in candidates {
+            // A chunk removed since the matrix was read has no vector to score.
+            let Some(blob) = stmt
+                .query_row(params![model, id], |row| row.get::<_, Vec<u8>>(0))
+                .optional()
                 .map_err(sql)?
-                .as_blob()
-                .map_err(|err| sql(err.into()))?;
+            else {
+                continue;
+            };
             let dot: f32 = blob
                 .chunks_exact(4)
                 .zip(query)
@@ -702,7 +728,7 @@ impl MemoryIndex {
                 .sum();
             scored.push((id, f64::from(dot)));
         }
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         scored.truncate(limit);
         Ok(scored)
     }

@@ -14,6 +14,7 @@ mod memory_tools;
 #[cfg(feature = "documents")]
 mod pdf;
 mod ranking;
+mod vectors;
 
 pub use change_watch::{ChangeWatch, Changes, WatchError};
 pub use chunker::{Chunk, chunk_markdown};
@@ -31,3 +32,5 @@ pub use memory_get::MemoryGetTool;
 pub use memory_search::MemorySearchTool;
 pub use memory_tools::memory_tools;
 pub use ranking::SearchOptions;
+#[doc(hidden)]
+pub use vectors::matrix_loads;

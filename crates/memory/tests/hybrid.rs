@@ -205,6 +205,79 @@ async fn only_changed_text_is_embedded_again_and_a_rebuild_reuses_vectors() {
     assert_eq!(rebuilt.status().unwrap().embedded_chunks, 4);
 }
 
+/// Vector search alone: the hits come from the vectors the index holds in memory.
+fn by_vector(limit: usize) -> SearchOptions {
+    SearchOptions {
+        vector_weight: 1.0,
+        ..SearchOptions::new(limit)
+    }
+}
+
+#[tokio::test]
+async fn the_vectors_held_in_memory_outlive_an_index_and_follow_every_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let db = dir.path().join("state/memory-index.sqlite");
+    let concepts = Concepts::new("test:concepts");
+    let mut index = MemoryIndex::open(&db, &ws)
+        .await
+        .unwrap()
+        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
+    index.sync().await.unwrap();
+    // "vehicle" is in no note: only the vectors can find the garage.
+    let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
+    assert_eq!(paths(&results), vec!["knowledge/garage.md"]);
+    let loads = || nanocrab_memory::matrix_loads(&db, "test:concepts");
+    assert_eq!(loads(), 1);
+    // The agent's tool opens the index afresh for each search, and syncs: nothing changed,
+    // so the matrix read before serves.
+    drop(index);
+    let mut index = MemoryIndex::open(&db, &ws)
+        .await
+        .unwrap()
+        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
+    index.sync().await.unwrap();
+    let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
+    assert_eq!(paths(&results), vec!["knowledge/garage.md"]);
+    assert_eq!(loads(), 1);
+
+    // Edited here: the next search sees the new vectors, not the ones read before.
+    std::fs::write(
+        ws.join("knowledge/garage.md"),
+        "# Bakery\n\nNow a bakery for loaves.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("memory/2026-03-01.md"),
+        "Took the automobile to the mechanic for its service.\n",
+    )
+    .unwrap();
+    let report = index.sync().await.unwrap();
+    assert_eq!((report.changed, report.embedded), (2, 2));
+    let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
+    assert_eq!(paths(&results), vec!["memory/2026-03-01.md"]);
+    assert_eq!(loads(), 2);
+
+    // Synced by another connection (a `nanocrab memory index` beside the gateway): this
+    // index's own sync finds nothing changed, and its search still reads the new vectors.
+    std::fs::write(
+        ws.join("memory/MEMORY.md"),
+        "# Health\n\nThe car insurance renews in May; vehicle papers in the drawer.\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("memory/2026-03-01.md"), "Baked bread.\n").unwrap();
+    let mut other = MemoryIndex::open(&db, &ws)
+        .await
+        .unwrap()
+        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
+    assert_eq!(other.sync().await.unwrap().changed, 2);
+    drop(other);
+    assert_eq!(index.sync().await.unwrap().changed, 0);
+    let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
+    assert_eq!(paths(&results), vec!["memory/MEMORY.md"]);
+    assert_eq!(loads(), 3);
+}
+
 #[tokio::test]
 async fn an_embedding_failure_leaves_keyword_search_and_the_next_sync_finishes_the_job() {
     let dir = tempfile::tempdir().unwrap();

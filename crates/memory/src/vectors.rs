@@ -1,0 +1,314 @@
+//! The stored vectors of one model held in memory for the exact scan of a hybrid search: int8
+//! codes, one row after another, loaded from the index once and kept until it changes.
+//!
+//! Read through SQLite row by row, 100,000 vectors took about as long as the rest of a search
+//! many times over (see "Memory at scale" in docs/benchmarks.md): each row a B-tree lookup and
+//! a blob decoded as it is multiplied. One contiguous matrix is read in a loop the compiler
+//! vectorises; int8 instead of f32 makes it a quarter of the memory and of the bytes each scan
+//! pulls through the cache. Every row is ranked by its codes against the query's codes, the
+//! best few again by their codes against the query itself, and the index scores the last
+//! candidates exactly from their f32 vectors in SQLite: the hits and their scores are the
+//! exact scan's (docs/benchmarks.md, "Memory at scale").
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension as _};
+
+/// The key in `meta` that names the current state of the chunks and their vectors: rewritten
+/// with a new value in every transaction that changes them, by any process, so a matrix read
+/// under another value is stale.
+const CONTENT_KEY: &str = "vectors_version";
+
+/// The matrices of this process, one per index file and model: the agent's tools open the
+/// index afresh for each search, and the matrix outlives them.
+static MATRICES: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
+
+struct Cached {
+    database: PathBuf,
+    version: Option<String>,
+    matrix: Arc<VectorMatrix>,
+    loads: usize,
+}
+
+/// Says, inside a transaction that changes chunks or vectors, that matrices read before it
+/// are stale. A value unique to this process and moment: a rebuilt index file starts anew and
+/// must not meet an old value by chance.
+pub(crate) fn mark_changed(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let value = format!(
+        "{}-{nanos}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    tx.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+        [CONTENT_KEY, value.as_str()],
+    )?;
+    Ok(())
+}
+
+/// `model`'s matrix for the index at `database`, read through `conn` unless this process
+/// holds it for the index's current content.
+pub(crate) fn matrix(
+    conn: &Connection,
+    database: &Path,
+    model: &str,
+) -> rusqlite::Result<Arc<VectorMatrix>> {
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = ?1",
+            [CONTENT_KEY],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let mut cache = MATRICES.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = cache
+        .iter()
+        .position(|c| c.database == database && c.matrix.model == model);
+    if let Some(i) = slot
+        && cache[i].version == version
+    {
+        return Ok(cache[i].matrix.clone());
+    }
+    let matrix = Arc::new(VectorMatrix::load(conn, model)?);
+    match slot {
+        Some(i) => {
+            let cached = &mut cache[i];
+            cached.version = version;
+            cached.matrix = matrix.clone();
+            cached.loads += 1;
+        }
+        None => cache.push(Cached {
+            database: database.to_path_buf(),
+            version,
+            matrix: matrix.clone(),
+            loads: 1,
+        }),
+    }
+    Ok(matrix)
+}
+
+/// How often this process has read `database`'s matrix for `model` (for the tests).
+pub fn matrix_loads(database: &Path, model: &str) -> usize {
+    MATRICES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|c| c.database == database && c.matrix.model == model)
+        .map_or(0, |c| c.loads)
+}
+
+/// Candidates scored again against the f32 query, per hit asked for: the order by codes alone
+/// differs from it only among near ties, and one just past the cut is brought back.
+const RESCORE_FACTOR: usize = 4;
+/// Candidates past the hits asked for that are scored exactly: the rows' rounding moves a
+/// cosine by about 0.0005, which reorders only near ties.
+pub(crate) const EXACT_MARGIN: usize = 10;
+
+pub(crate) struct VectorMatrix {
+    model: String,
+    dimensions: usize,
+    ids: Vec<i64>,
+    /// Per row: what one step of its codes is worth (its largest magnitude over 127).
+    scales: Vec<f32>,
+    codes: Vec<i8>,
+}
+
+impl VectorMatrix {
+    /// Every chunk's `model` vector; a chunk whose vector has another length than the first
+    /// (a damaged row) is left out, as the per-row scan would have scored it as garbage.
+    fn load(conn: &Connection, model: &str) -> rusqlite::Result<Self> {
+        let mut stmt = conn.prepare_cached(
+            "SELECT c.id, e.vector FROM chunks c
+             JOIN embeddings e ON e.model = ?1 AND e.hash = c.hash",
+        )?;
+        let mut rows = stmt.query([model])?;
+        let mut matrix = Self {
+            model: model.to_owned(),
+            dimensions: 0,
+            ids: Vec::new(),
+            scales: Vec::new(),
+            codes: Vec::new(),
+        };
+        let mut values = Vec::new();
+        while let Some(row) = rows.next()? {
+            let id: i64 = row.get(0)?;
+            let blob = row.get_ref(1)?.as_blob()?;
+            values.clear();
+            values.extend(
+                blob.chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            );
+            if matrix.ids.is_empty() {
+                matrix.dimensions = values.len();
+            }
+            if values.len() != matrix.dimensions || values.is_empty() {
+                continue;
+            }
+            let (scale, codes) = quantise(&values);
+            matrix.ids.push(id);
+            matrix.scales.push(scale);
+            matrix.codes.extend(codes);
+        }
+        Ok(matrix)
+    }
+
+    /// The chunk ids of the `limit` rows most like `query`, with their cosine from the codes,
+    /// best first.
+    pub(crate) fn nearest(&self, query: &[f32], limit: usize) -> Vec<(i64, f64)> {
+        if self.ids.is_empty() || query.len() != self.dimensions || limit == 0 {
+            return Vec::new();
+        }
+        // The query's own scale is the same for every row: it does not change the order.
+        let (_, query_codes) = quantise(query);
+        let mut coarse: Vec<(f32, u32)> = self
+            .codes
+            .chunks_exact(self.dimensions)
+            .zip(&self.scales)
+            .enumerate()
+            .map(|(row, (codes, scale))| (dot(codes, &query_codes) as f32 * scale, row as u32))
+            .collect();
+        best_first(&mut coarse, limit.saturating_mul(RESCORE_FACTOR));
+        let mut fine: Vec<(f32, u32)> = coarse
+            .into_iter()
+            .map(|(_, row)| {
+                let start = row as usize * self.dimensions;
+                let codes = &self.codes[start..start + self.dimensions];
+                let dot: f32 = codes
+                    .iter()
+                    .zip(query)
+                    .map(|(c, q)| f32::from(*c) * q)
+                    .sum();
+                (dot * self.scales[row as usize], row)
+            })
+            .collect();
+        best_first(&mut fine, limit);
+        fine.into_iter()
+            .map(|(score, row)| (self.ids[row as usize], f64::from(score)))
+            .collect()
+    }
+}
+
+/// Keeps the `limit` highest scores, highest first; ties by row, so that a search is stable.
+fn best_first(scored: &mut Vec<(f32, u32)>, limit: usize) {
+    let order = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+    if limit == 0 {
+        scored.clear();
+        return;
+    }
+    if scored.len() > limit {
+        scored.select_nth_unstable_by(limit - 1, order);
+        scored.truncate(limit);
+    }
+    scored.sort_unstable_by(order);
+}
+
+/// int8 codes of `values` and what one step of them is worth.
+fn quantise(values: &[f32]) -> (f32, Vec<i8>) {
+    let largest = values.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    if largest == 0.0 || !largest.is_finite() {
+        return (0.0, vec![0; values.len()]);
+    }
+    let scale = largest / 127.0;
+    let codes = values
+        .iter()
+        .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    (scale, codes)
+}
+
+/// Sixteen lanes summed apart, so that the loop becomes vector instructions (a row of 384
+/// codes is 24 steps of sixteen); at most 384 × 127 × 127 in all, far inside an i32.
+fn dot(a: &[i8], b: &[i8]) -> i32 {
+    const LANES: usize = 16;
+    let mut sums = [0i32; LANES];
+    let (a_body, a_tail) = a.split_at(a.len() / LANES * LANES);
+    let (b_body, b_tail) = b.split_at(a_body.len().min(b.len()));
+    for (x, y) in a_body.chunks_exact(LANES).zip(b_body.chunks_exact(LANES)) {
+        for lane in 0..LANES {
+            sums[lane] += i32::from(x[lane]) * i32::from(y[lane]);
+        }
+    }
+    let tail: i32 = a_tail
+        .iter()
+        .zip(b_tail)
+        .map(|(x, y)| i32::from(*x) * i32::from(*y))
+        .sum();
+    sums.iter().sum::<i32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn unit(values: &[f32]) -> Vec<f32> {
+        let norm = values.iter().map(|x| x * x).sum::<f32>().sqrt();
+        values.iter().map(|x| x / norm).collect()
+    }
+
+    fn matrix(rows: &[(i64, Vec<f32>)]) -> VectorMatrix {
+        let mut m = VectorMatrix {
+            model: "m".into(),
+            dimensions: rows[0].1.len(),
+            ids: Vec::new(),
+            scales: Vec::new(),
+            codes: Vec::new(),
+        };
+        for (id, values) in rows {
+            let (scale, codes) = quantise(values);
+            m.ids.push(*id);
+            m.scales.push(scale);
+            m.codes.extend(codes);
+        }
+        m
+    }
+
+    #[test]
+    fn the_int8_order_is_the_exact_order_for_vectors_apart() {
+        // 20 dimensions: the sixteen-lane body and a tail of four.
+        let rows: Vec<(i64, Vec<f32>)> = (0..6)
+            .map(|i| {
+                let values: Vec<f32> = (0..20)
+                    .map(|d| ((d * 7 + i * 13) % 11) as f32 - 5.0 + if d == i { 9.0 } else { 0.0 })
+                    .collect();
+                (100 + i as i64, unit(&values))
+            })
+            .collect();
+        let query = unit(
+            &(0..20)
+                .map(|d| if d == 2 { 3.0 } else { 0.1 })
+                .collect::<Vec<_>>(),
+        );
+        let mut exact: Vec<(i64, f32)> = rows
+            .iter()
+            .map(|(id, v)| (*id, v.iter().zip(&query).map(|(a, b)| a * b).sum()))
+            .collect();
+        exact.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let expected: Vec<i64> = exact.iter().take(3).map(|(id, _)| *id).collect();
+        let found = matrix(&rows).nearest(&query, 3);
+        assert_eq!(
+            found.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            expected
+        );
+        for ((_, got), (_, want)) in found.iter().zip(&exact) {
+            assert!((got - f64::from(*want)).abs() < 0.01, "{got} vs {want}");
+        }
+        assert_eq!(matrix(&rows).nearest(&query, 10).len(), 6);
+    }
+
+    #[test]
+    fn quantised_codes_span_the_int8_range_and_a_zero_vector_stays_zero() {
+        assert_eq!(
+            quantise(&[0.5, -0.25, 0.0]),
+            (0.5 / 127.0, vec![127, -64, 0])
+        );
+        assert_eq!(quantise(&[0.0, 0.0]), (0.0, vec![0, 0]));
+        assert_eq!(dot(&[1; 33], &[2; 33]), 66);
+    }
+}
