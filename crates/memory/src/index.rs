@@ -584,9 +584,8 @@ impl MemoryIndex {
         query: &str,
         options: &SearchOptions,
     ) -> Result<SearchResults, IndexError> {
-        let database = self.database.clone();
         let sql = |source| IndexError::Sqlite {
-            path: database.clone(),
+            path: self.database.clone(),
             source,
         };
         let pool = if self.embeddings.provider().is_some() {
@@ -614,9 +613,7 @@ impl MemoryIndex {
             }
             None => Vec::new(),
         };
-        // A clone of the handle: the scan below borrows the index mutably for its matrix.
-        let embeddings = self.embeddings.clone();
-        let (scored, mode) = match &embeddings {
+        let (scored, mode) = match &self.embeddings {
             EmbeddingSetup::KeywordOnly(reason) => (
                 keyword,
                 SearchMode::Keyword {
@@ -679,7 +676,7 @@ impl MemoryIndex {
     /// scale bench (`benches/memory_scale.rs`), which times the scan apart from the model.
     #[doc(hidden)]
     pub fn nearest_chunks(
-        &mut self,
+        &self,
         model: &str,
         query: &[f32],
         limit: usize,
@@ -693,7 +690,7 @@ impl MemoryIndex {
     /// of the process and kept while the index does not change, for every `MemoryIndex` of
     /// this database) ranks them, and the best are scored exactly.
     fn nearest(
-        &mut self,
+        &self,
         model: &str,
         query: &[f32],
         limit: usize,
