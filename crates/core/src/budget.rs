@@ -14,6 +14,14 @@ use crate::agent::AgentSettings;
 const MIN_TOKEN_RATIO: f64 = 0.5;
 const MAX_TOKEN_RATIO: f64 = 4.0;
 
+/// What `tools` take of a request as `count` has it: each one's name, description and schema.
+pub(crate) fn tools_size(tools: &[ToolDef], count: impl Fn(&str) -> usize) -> usize {
+    tools
+        .iter()
+        .map(|t| count(&t.name) + count(&t.description) + count(&t.parameters.to_string()))
+        .sum()
+}
+
 /// The history budget of one turn, in counted tokens.
 pub(crate) struct Budget<'a> {
     counter: TokenCounter,
@@ -82,12 +90,7 @@ impl<'a> Budget<'a> {
 
     /// The prompt and tool schemas as `count` has them, and what that leaves for history.
     fn measure(&self, count: impl Fn(&str) -> usize) -> (usize, usize) {
-        let fixed = count(self.system)
-            + self
-                .tools
-                .iter()
-                .map(|t| count(&t.name) + count(&t.description) + count(&t.parameters.to_string()))
-                .sum::<usize>();
+        let fixed = count(self.system) + tools_size(&self.tools, &count);
         (fixed, self.room.saturating_sub(fixed).max(1_000))
     }
 

@@ -28,6 +28,21 @@ pub struct PendingApproval {
     pub session_grant_offered: bool,
 }
 
+impl From<nanocrab_policy::ApprovalRequest> for PendingApproval {
+    fn from(r: nanocrab_policy::ApprovalRequest) -> Self {
+        Self {
+            id: r.id,
+            agent: r.agent,
+            session: r.session.map(|s| s.to_string()),
+            tool: r.tool,
+            summary: r.summary,
+            risk: r.risk.to_string(),
+            needs: r.missing.iter().map(ToString::to_string).collect(),
+            session_grant_offered: r.session_grant_offered,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct AnswerBody {
     answer: String,
@@ -46,16 +61,7 @@ pub fn approval_routes(approvals: Arc<Approvals>) -> Router<ServerState> {
                     let data: Vec<PendingApproval> = approvals
                         .pending()
                         .into_iter()
-                        .map(|r| PendingApproval {
-                            id: r.id,
-                            agent: r.agent,
-                            session: r.session.map(|s| s.to_string()),
-                            tool: r.tool,
-                            summary: r.summary,
-                            risk: r.risk.to_string(),
-                            needs: r.missing.iter().map(ToString::to_string).collect(),
-                            session_grant_offered: r.session_grant_offered,
-                        })
+                        .map(PendingApproval::from)
                         .collect();
                     Json(serde_json::json!({ "data": data }))
                 }

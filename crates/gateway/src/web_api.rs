@@ -21,7 +21,7 @@ use crate::approvals::Answered;
 use crate::approvals_api::PendingApproval;
 use crate::server::status_report;
 use crate::web_auth::guard;
-use crate::web_state::{Workbench, approval_view, create_transcript, json_body, new_session_key};
+use crate::web_state::{Workbench, create_transcript, json_body, new_session_key};
 use crate::web_wire::{ApiError, ApiQuery, MessageView, SessionView};
 
 /// The page and `/api`, guarded by [`guard`]; merge it into the server's app.
@@ -421,7 +421,7 @@ async fn list_approvals(State(workbench): State<Workbench>) -> Json<serde_json::
         .approvals
         .pending()
         .into_iter()
-        .map(approval_view)
+        .map(PendingApproval::from)
         .collect();
     Json(serde_json::json!({ "data": data }))
 }

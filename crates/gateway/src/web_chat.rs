@@ -24,10 +24,11 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::approvals_api::PendingApproval;
 use crate::bus::{EventKind, OutboundEvent};
 use crate::turns::{SubmitError, TurnRequest, TurnTicket};
 use crate::web_state::{
-    MAX_LIVE_STREAMS, Workbench, approval_view, create_transcript, json_body, new_session_key,
+    MAX_LIVE_STREAMS, Workbench, create_transcript, json_body, new_session_key,
 };
 use crate::web_wire::{ApiError, UsageView, WEB_CHANNEL, key_parts, stream_event};
 
@@ -277,7 +278,7 @@ fn stream(
                         && let OutboundEvent::ApprovalRequested { request, .. } = asked.as_ref()
                         && request.session.as_ref() == Some(&key)
                     {
-                        let view = approval_view(request.clone());
+                        let view = PendingApproval::from(request.clone());
                         writer
                             .send("approval", serde_json::to_value(view).unwrap_or_default())
                             .await;
@@ -435,7 +436,7 @@ pub(crate) async fn events(State(workbench): State<Workbench>) -> Response {
                     ));
                 }
                 OutboundEvent::ApprovalRequested { request, .. } => {
-                    let view = approval_view(request.clone());
+                    let view = PendingApproval::from(request.clone());
                     sent.push(sse(
                         "approval",
                         &serde_json::to_value(view).unwrap_or_default(),

@@ -13,7 +13,6 @@ use nanocrab_tools::WorkspaceHistory;
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::Approvals;
-use crate::approvals_api::PendingApproval;
 use crate::bus::OutboundBus;
 use crate::server::ServerState;
 use crate::web_auth::WebAuth;
@@ -126,13 +125,7 @@ impl Workbench {
     }
 
     pub(crate) fn view(&self, key: &SessionKey, agent: &Agent) -> Result<SessionView, ApiError> {
-        let summary = agent
-            .store()
-            .list()
-            .map_err(ApiError::internal)?
-            .into_iter()
-            .find(|s| s.key == *key)
-            .ok_or_else(|| ApiError::not_found(format!("no session `{key}`")))?;
+        let summary = agent.store().summary(key).map_err(ApiError::internal)?;
         Ok(SessionView::new(summary, self.is_busy(key)))
     }
 
@@ -169,17 +162,4 @@ pub(crate) fn new_session_key(agent: &str) -> Result<SessionKey, ApiError> {
     let name = uuid::Uuid::new_v4().simple().to_string();
     SessionKey::parse(&format!("agent:{agent}:{WEB_CHANNEL}:{}", &name[..12]))
         .map_err(|err| ApiError::bad_request(err.to_string()))
-}
-
-pub(crate) fn approval_view(r: nanocrab_policy::ApprovalRequest) -> PendingApproval {
-    PendingApproval {
-        id: r.id,
-        agent: r.agent,
-        session: r.session.map(|s| s.to_string()),
-        tool: r.tool,
-        summary: r.summary,
-        risk: r.risk.to_string(),
-        needs: r.missing.iter().map(ToString::to_string).collect(),
-        session_grant_offered: r.session_grant_offered,
-    }
 }

@@ -803,18 +803,22 @@ impl SessionStore {
             let Ok(key) = SessionKey::parse(stem) else {
                 continue;
             };
-            let session = self.load(&key)?;
-            let title = self.title(&session)?;
-            out.push(SessionSummary {
-                key,
-                messages: session.entries.len(),
-                created_at: session.metadata.as_ref().map(|m| m.created_at.clone()),
-                updated_at: session.entries.last().map(|e| e.timestamp.clone()),
-                title,
-            });
+            out.push(self.summary(&key)?);
         }
         out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.key.cmp(&b.key)));
         Ok(out)
+    }
+
+    /// Transcript `key` as `nanocrab sessions list` shows it.
+    pub fn summary(&self, key: &SessionKey) -> Result<SessionSummary, SessionError> {
+        let session = self.load(key)?;
+        Ok(SessionSummary {
+            key: key.clone(),
+            messages: session.entries.len(),
+            created_at: session.metadata.as_ref().map(|m| m.created_at.clone()),
+            updated_at: session.entries.last().map(|e| e.timestamp.clone()),
+            title: self.title(&session)?,
+        })
     }
 
     /// `session`'s title: the one the housekeeping model (or the user) gave it, or else the

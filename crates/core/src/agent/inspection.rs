@@ -56,14 +56,7 @@ impl Agent {
         let (system, tools) =
             self.prompt_and_tools(&registry, search.as_deref(), rag, None, PromptMode::Full);
         let counter = TokenCounter::for_model(&primary.model);
-        let tool_tokens = tools
-            .iter()
-            .map(|t| {
-                counter.count_text(&t.name)
-                    + counter.count_text(&t.description)
-                    + counter.count_text(&t.parameters.to_string())
-            })
-            .sum();
+        let tool_tokens = crate::budget::tools_size(&tools, |text| counter.count_text(text));
         let session = self.store.load(key)?;
         let start = session
             .compaction

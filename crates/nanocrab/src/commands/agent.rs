@@ -159,13 +159,38 @@ fn repl(
     agent: &Agent,
     key: &SessionKey,
 ) -> anyhow::Result<()> {
+    conversation(env, &format!("session {key}"), |message, printer| {
+        let turn = runtime.block_on(interruptible_turn(
+            agent,
+            key,
+            UserInput::from(message),
+            printer,
+        ));
+        match turn {
+            Ok(outcome) if outcome.interrupted => printer.line(DIM, INTERRUPTED),
+            Ok(_) => runtime.block_on(after_turn(agent, key, printer)),
+            Err(err) => printer.line(RED, &format!("error: {err:#}")),
+        }
+    })
+}
+
+type TerminalPrinter = EventPrinter<std::io::Stdout, std::io::Stderr>;
+
+/// The interactive conversation at the terminal, local or remote (`what` says with whom):
+/// each line typed is a message for `turn`, shown by the printer it is given; the line
+/// history is kept in `state/cli_history.txt`.
+fn conversation(
+    env: &Env,
+    what: &str,
+    mut turn: impl FnMut(&str, &mut TerminalPrinter),
+) -> anyhow::Result<()> {
     use rustyline::error::ReadlineError;
 
     let mut editor = rustyline::DefaultEditor::new()?;
     let history = env.paths.state_dir().join("cli_history.txt");
     // A missing history file is the normal first run.
     let _ = editor.load_history(&history);
-    eprintln!("nanocrab · session {key} · /help for commands · Ctrl-D to quit");
+    eprintln!("nanocrab · {what} · /help for commands · Ctrl-D to quit");
     // A conversation streams its answers wherever stdout goes.
     let look = Look::new(
         true,
@@ -188,17 +213,7 @@ fn repl(
         }
         editor.add_history_entry(message)?;
         let mut printer = EventPrinter::new(look, std::io::stdout(), std::io::stderr());
-        let turn = runtime.block_on(interruptible_turn(
-            agent,
-            key,
-            UserInput::from(message),
-            &mut printer,
-        ));
-        match turn {
-            Ok(outcome) if outcome.interrupted => printer.line(DIM, INTERRUPTED),
-            Ok(_) => runtime.block_on(after_turn(agent, key, &mut printer)),
-            Err(err) => printer.line(RED, &format!("error: {err:#}")),
-        }
+        turn(message, &mut printer);
     }
     if let Some(dir) = history.parent() {
         std::fs::create_dir_all(dir)?;

@@ -7,19 +7,9 @@ use serde_json::{Value, json};
 
 use crate::gateway_process::GatewayProcess;
 use crate::harness::{Home, Wire, message_texts, tool_results};
-use crate::web_client::{WebClient, event_names, streamed_text};
-
-/// A home whose gateway listens on a free port, with `extra` merged into the config.
-fn web_home(extra: Value) -> Home {
-    let home = Home::new(Wire::OpenAi);
-    let mut config = home.base_config();
-    config["gateway"] = json!({ "port": 0 });
-    for (key, value) in extra.as_object().unwrap() {
-        config[key] = value.clone();
-    }
-    home.write_config(config);
-    home
-}
+use crate::web_client::{
+    WebClient, event_names, eventually, eventually_said, streamed_text, web_home,
+};
 
 fn session_of(events: &[crate::web_client::SseEvent]) -> String {
     events[0].data["sessionId"].as_str().unwrap().to_owned()
@@ -366,26 +356,24 @@ fn approvals_are_asked_in_the_stream_and_answered_from_the_page() {
     let base = gateway.base.clone();
     let answering = std::thread::spawn(move || {
         let web = WebClient::signed_in(&base);
-        loop {
+        let (id, pending) = eventually("the approval", || {
             let pending = web.get("/api/approvals");
-            if let Some(id) = pending.body["data"][0]["id"].as_str() {
-                let answered = web.post(
-                    &format!("/api/approvals/{id}"),
-                    &json!({"answer": "approve"}),
-                );
-                assert_eq!(answered.status, 200, "{answered:?}");
-                assert_eq!(
-                    web.post(
-                        &format!("/api/approvals/{id}"),
-                        &json!({"answer": "approve"})
-                    )
-                    .status,
-                    404
-                );
-                return pending.body["data"][0].clone();
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+            let first = pending.body["data"][0].clone();
+            first["id"]
+                .as_str()
+                .map(|id| (id.to_owned(), first.clone()))
+        });
+        let answered = web.post(
+            &format!("/api/approvals/{id}"),
+            &json!({"answer": "approve"}),
+        );
+        assert_eq!(answered.status, 200, "{answered:?}");
+        let again = web.post(
+            &format!("/api/approvals/{id}"),
+            &json!({"answer": "approve"}),
+        );
+        assert_eq!(again.status, 404);
+        pending
     });
     let events = web.chat(&json!({"message": "make the file"}));
     let asked = answering.join().unwrap();
@@ -423,15 +411,12 @@ fn a_run_survives_a_reader_that_leaves_and_is_stopped_from_the_page() {
     let stopped_id = id.clone();
     let stopper = std::thread::spawn(move || {
         let web = WebClient::signed_in(&base);
-        loop {
+        eventually("the turn to stop", || {
             let stopped = web.post(&WebClient::session_path(&stopped_id, "/stop"), &json!({}));
             assert_eq!(stopped.status, 200, "{stopped:?}");
             // Nothing to stop until the turn has begun.
-            if stopped.body["stopped"] == json!(true) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+            (stopped.body["stopped"] == json!(true)).then_some(())
+        });
     });
     let events = web.chat(&json!({"message": "another", "sessionId": id}));
     stopper.join().unwrap();
@@ -455,19 +440,14 @@ fn eventually_history(
     id: &str,
     messages: usize,
 ) -> Value {
-    let start = std::time::Instant::now();
-    loop {
-        let history = web.get(&WebClient::session_path(id, "/history"));
-        if history.body["messages"].as_array().map_or(0, Vec::len) >= messages {
-            return history.body;
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(60),
-            "{history:?}\n{}",
-            gateway.log()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    eventually_said(
+        || format!("{messages} messages; gateway log:\n{}", gateway.log()),
+        || {
+            let history = web.get(&WebClient::session_path(id, "/history"));
+            (history.body["messages"].as_array().map_or(0, Vec::len) >= messages)
+                .then_some(history.body)
+        },
+    )
 }
 
 #[test]
@@ -670,20 +650,12 @@ fn a_slow_reader_gets_the_whole_answer_and_the_page_sees_other_conversations_liv
     let reader = WebClient::signed_in(&gateway.base);
     let events = reader.chat_read_late(&json!({"message": "a long one please"}), || {
         // Nothing is read until the turn is over and saved.
-        let start = std::time::Instant::now();
-        loop {
+        eventually("the turn to be saved", || {
             let listed = web.get("/api/sessions");
-            let done = listed.body["data"][0]["messages"].as_u64() == Some(2)
-                && listed.body["data"][0]["running"] == json!(false);
-            if done {
-                break;
-            }
-            assert!(
-                start.elapsed() < std::time::Duration::from_secs(60),
-                "{listed:?}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+            (listed.body["data"][0]["messages"].as_u64() == Some(2)
+                && listed.body["data"][0]["running"] == json!(false))
+            .then_some(())
+        });
     });
     assert_eq!(streamed_text(&events), long);
     assert_eq!(events.last().unwrap().name, "done");

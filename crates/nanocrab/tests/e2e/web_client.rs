@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::harness::{Home, Wire};
 
 /// One event of a server-sent event stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -234,4 +236,38 @@ pub fn event_names(events: &[SseEvent]) -> Vec<String> {
         names.push(event.name.clone());
     }
     names
+}
+
+/// A home whose gateway listens on a free port, with `extra` merged into the config.
+pub fn web_home(extra: Value) -> Home {
+    let home = Home::new(Wire::OpenAi);
+    let mut config = home.base_config();
+    config["gateway"] = json!({ "port": 0 });
+    for (key, value) in extra.as_object().unwrap() {
+        config[key] = value.clone();
+    }
+    home.write_config(config);
+    home
+}
+
+/// Polls `check` until it gives a value, failing with `what` after a minute: for what the
+/// gateway does on its own time (never reached when things work).
+pub fn eventually<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
+    eventually_said(|| what.to_owned(), check)
+}
+
+/// [`eventually`], whose failure says `what()` as it is then (a log that grew meanwhile).
+pub fn eventually_said<T>(what: impl Fn() -> String, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "waited too long for {}",
+            what()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

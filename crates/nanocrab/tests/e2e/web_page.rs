@@ -9,7 +9,7 @@ use nanocrab_testkit::Reply;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::harness::{Home, Wire};
+use crate::harness::Home;
 use crate::web_client::WebClient;
 use crate::webdriver::Browser;
 
@@ -21,14 +21,9 @@ fn screenshot(name: &str) -> PathBuf {
         .join(format!("{name}.png"))
 }
 
+/// [`crate::web_client::web_home`] with a MEMORY.md to edit.
 fn web_home(extra: Value) -> Home {
-    let home = Home::new(Wire::OpenAi);
-    let mut config = home.base_config();
-    config["gateway"] = json!({ "port": 0 });
-    for (key, value) in extra.as_object().unwrap() {
-        config[key] = value.clone();
-    }
-    home.write_config(config);
+    let home = crate::web_client::web_home(extra);
     std::fs::create_dir_all(home.workspace().join("memory")).unwrap();
     std::fs::write(
         home.workspace().join("memory/MEMORY.md"),

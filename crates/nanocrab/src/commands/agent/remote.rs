@@ -142,47 +142,12 @@ fn repl(
     remote: &Remote,
     session: &str,
 ) -> anyhow::Result<()> {
-    use rustyline::error::ReadlineError;
-
-    let mut editor = rustyline::DefaultEditor::new()?;
-    let history = env.paths.state_dir().join("cli_history.txt");
-    // A missing history file is the normal first run.
-    let _ = editor.load_history(&history);
-    eprintln!(
-        "nanocrab · {} · session {session} · /help for commands · Ctrl-D to quit",
-        remote.base
-    );
-    let look = Look::new(
-        true,
-        std::io::stderr().is_terminal(),
-        std::env::var_os("NO_COLOR").as_deref(),
-    );
-    loop {
-        let line = match editor.readline("› ") {
-            Ok(line) => line,
-            Err(ReadlineError::Interrupted) => continue,
-            Err(ReadlineError::Eof) => break,
-            Err(err) => return Err(err.into()),
-        };
-        let message = line.trim();
-        if message.is_empty() {
-            continue;
-        }
-        if matches!(message, "/exit" | "/quit") {
-            break;
-        }
-        editor.add_history_entry(message)?;
-        let mut printer = EventPrinter::new(look, std::io::stdout(), std::io::stderr());
-        if let Err(err) = runtime.block_on(turn(remote, session, message, Vec::new(), &mut printer))
-        {
+    let what = format!("{} · session {session}", remote.base);
+    super::conversation(env, &what, |message, printer| {
+        if let Err(err) = runtime.block_on(turn(remote, session, message, Vec::new(), printer)) {
             printer.line(RED, &format!("error: {err:#}"));
         }
-    }
-    if let Some(dir) = history.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    editor.save_history(&history)?;
-    Ok(())
+    })
 }
 
 /// One turn: the message sent, its stream shown by `printer` until `done`, approvals asked
