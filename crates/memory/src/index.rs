@@ -18,11 +18,18 @@ use crate::chunker::chunk_markdown;
 use crate::documents::document_text;
 use crate::embedding::{EmbeddingProvider, EmbeddingSetup};
 use crate::ranking::{SearchOptions, fuse, rank};
-use crate::vectors::{self, EXACT_MARGIN};
+use crate::vectors::{self, Content, EXACT_MARGIN};
 
 /// Bumped when the tables change, or what the chunker makes of a file (3: headings with
-/// nothing under them are not chunks); an index of another version is rebuilt.
-const SCHEMA_VERSION: i64 = 3;
+/// nothing under them are not chunks; 4: vectors in a rowid table, the full-text index without
+/// a copy of the text); an index of another version is rebuilt, keeping its vectors.
+const SCHEMA_VERSION: i64 = 4;
+/// The key in `meta` that says for which model and content version every chunk has a vector.
+const WHOLE_KEY: &str = "vectors_whole";
+/// Bytes of the index file a connection maps into memory at most.
+const MMAP_SIZE: i64 = 256 << 20;
+/// Bytes the -wal file is cut back to once checkpointed.
+const WAL_SIZE_LIMIT: i64 = 8 << 20;
 /// Chunks embedded per model call and per transaction: a killed indexer loses at most one.
 const EMBED_BATCH: usize = 32;
 /// Candidates each method brings to fusion: enough that a note ranked low by one method but
@@ -119,7 +126,8 @@ pub struct IndexStatus {
     pub chunks: usize,
     /// Files per source folder, in [`SOURCES`] order, then `sessions` when indexed.
     pub per_source: Vec<(&'static str, usize)>,
-    pub last_sync: Option<String>,
+    /// When a sync last found the files changed (or first built the index).
+    pub updated: Option<String>,
     /// The model the vectors are from, and how many chunks have one.
     pub embedding_model: Option<String>,
     pub embedded_chunks: usize,
@@ -172,6 +180,14 @@ impl MemoryIndex {
         // WAL: a search never waits for an indexer, and a killed indexer leaves the last
         // committed index.
         conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql)?;
+        // A first build is one transaction as large as the index, and the -wal file keeps its
+        // largest size unless told otherwise.
+        conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
+            .map_err(sql)?;
+        // A search reads the pages of the full-text index where they lie in the page cache,
+        // not a copy of each through a read call: BM25 looks up every matching chunk's size.
+        conn.pragma_update(None, "mmap_size", MMAP_SIZE)
             .map_err(sql)?;
         create_schema(&conn).map_err(sql)?;
         let version: Option<i64> = conn
@@ -368,57 +384,69 @@ impl MemoryIndex {
             path: database.clone(),
             source,
         };
-        let tx = self.conn.transaction().map_err(sql)?;
         let mut report = SyncReport {
             files: found.len(),
             ..SyncReport::default()
         };
         // By path: the files on disk and in the index are matched in linear time, so a
         // search over 20,000 unchanged notes costs their stat calls and no more.
-        let known: HashMap<String, (i64, i64, String)> = match only {
-            None => {
-                let mut stmt = tx
-                    .prepare("SELECT path, mtime, size, hash FROM files")
-                    .map_err(sql)?;
-                let rows = stmt
-                    .query_map([], |row| {
-                        Ok((row.get(0)?, (row.get(1)?, row.get(2)?, row.get(3)?)))
-                    })
-                    .map_err(sql)?;
-                rows.collect::<Result<_, _>>().map_err(sql)?
-            }
-            Some(paths) => {
-                let mut stmt = tx
-                    .prepare("SELECT path, mtime, size, hash FROM files WHERE path = ?1")
-                    .map_err(sql)?;
-                let mut known = HashMap::new();
-                for path in paths {
-                    let row = stmt
-                        .query_row([path], |row| {
-                            Ok((row.get(0)?, (row.get(1)?, row.get(2)?, row.get(3)?)))
-                        })
-                        .optional()
-                        .map_err(sql)?;
-                    known.extend(row);
+        let known: HashMap<String, (i64, i64)> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(match only {
+                    None => "SELECT path, mtime, size FROM files",
+                    Some(_) => "SELECT path, mtime, size FROM files WHERE path = ?1",
+                })
+                .map_err(sql)?;
+            let row = |row: &rusqlite::Row<'_>| Ok((row.get(0)?, (row.get(1)?, row.get(2)?)));
+            match only {
+                None => stmt
+                    .query_map([], row)
+                    .map_err(sql)?
+                    .collect::<Result<_, _>>()
+                    .map_err(sql)?,
+                Some(paths) => {
+                    let mut known = HashMap::new();
+                    for path in paths {
+                        known.extend(stmt.query_row([path], row).optional().map_err(sql)?);
+                    }
+                    known
                 }
-                known
             }
         };
         let on_disk: HashSet<&str> = found.iter().map(|f| f.relative.as_str()).collect();
-        for path in known.keys() {
-            if !on_disk.contains(path.as_str()) {
-                remove_file(&tx, path).map_err(sql)?;
-                report.removed += 1;
-            }
+        let gone: Vec<&String> = known
+            .keys()
+            .filter(|path| !on_disk.contains(path.as_str()))
+            .collect();
+        let stale: Vec<&SourceFile> = found
+            .iter()
+            .filter(|file| known.get(&file.relative) != Some(&(file.mtime, file.size)))
+            .collect();
+        // Nothing to write when nothing changed: a search then takes no write lock and waits
+        // for no commit to reach the disk. A new index records its first sync all the same.
+        if gone.is_empty() && stale.is_empty() && self.meta("last_sync")?.is_some() {
+            self.embed_then_report(&mut report, started).await;
+            return Ok(report);
         }
-        for file in &found {
-            let previous = known.get(&file.relative);
-            if let Some((mtime, size, _)) = previous
-                && *mtime == file.mtime
-                && *size == file.size
-            {
-                continue;
-            }
+        // Immediate: the files read above may only be written by whoever holds the lock.
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        for path in gone {
+            remove_file(&tx, path).map_err(sql)?;
+            report.removed += 1;
+        }
+        for file in stale {
+            let previous: Option<String> = tx
+                .query_row(
+                    "SELECT hash FROM files WHERE path = ?1",
+                    [&file.relative],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(sql)?;
             let bytes = std::fs::read(&file.absolute).map_err(|source| IndexError::Io {
                 action: "read",
                 path: file.absolute.clone(),
@@ -426,9 +454,7 @@ impl MemoryIndex {
             })?;
             report.read += 1;
             let hash = hex(&Sha256::digest(&bytes));
-            if let Some((_, _, old_hash)) = previous
-                && *old_hash == hash
-            {
+            if previous.as_ref() == Some(&hash) {
                 // Touched, not changed: only the stat is new.
                 tx.execute(
                     "UPDATE files SET mtime = ?2, size = ?3 WHERE path = ?1",
@@ -471,26 +497,27 @@ impl MemoryIndex {
                 report.added += 1;
             }
         }
-        if report.added + report.changed + report.removed > 0 {
-            vectors::mark_changed(&tx).map_err(sql)?;
-        }
+        vectors::forget_old_changes(&tx).map_err(sql)?;
         tx.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_sync', ?1)",
             [jiff::Timestamp::now().to_string()],
         )
         .map_err(sql)?;
         tx.commit().map_err(sql)?;
-        if let Some(embedder) = self.embeddings.provider() {
-            match self.embed_missing(embedder.as_ref(), &mut report).await {
-                Ok(()) => {}
-                Err(err) => {
-                    tracing::warn!("{err}; those notes are found by keyword only");
-                    report.embedding_error = Some(err.to_string());
-                }
-            }
+        self.embed_then_report(&mut report, started).await;
+        Ok(report)
+    }
+
+    /// The end of every sync: chunks without a vector get one (when a model is set up), and
+    /// the report says how long it all took.
+    async fn embed_then_report(&mut self, report: &mut SyncReport, started: Instant) {
+        if let Some(embedder) = self.embeddings.provider()
+            && let Err(err) = self.embed_missing(embedder.as_ref(), report).await
+        {
+            tracing::warn!("{err}; those notes are found by keyword only");
+            report.embedding_error = Some(err.to_string());
         }
         report.elapsed = started.elapsed();
-        Ok(report)
     }
 
     /// Gives every chunk without a vector from `embedder` one, a batch per transaction, and
@@ -506,6 +533,12 @@ impl MemoryIndex {
             source,
         };
         let model = embedder.id();
+        // Every chunk had its vector when the index was last as it is now: nothing to look
+        // for (a look costs a pass over every chunk).
+        let whole = format!("{model} {}", Content::read(&self.conn).map_err(sql)?);
+        if self.meta(WHOLE_KEY)?.as_ref() == Some(&whole) {
+            return Ok(());
+        }
         let missing: Vec<(String, String)> = {
             let mut stmt = self
                 .conn
@@ -547,7 +580,6 @@ impl MemoryIndex {
                 )
                 .map_err(sql)?;
             }
-            vectors::mark_changed(&tx).map_err(sql)?;
             tx.commit().map_err(sql)?;
             report.embedded += batch.len();
         }
@@ -555,6 +587,15 @@ impl MemoryIndex {
         tx.execute(
             "DELETE FROM embeddings WHERE model != ?1 OR hash NOT IN (SELECT hash FROM chunks)",
             [model],
+        )
+        .map_err(sql)?;
+        vectors::forget_old_changes(&tx).map_err(sql)?;
+        // Unused vectors are no chunk's: dropping them changes no row of a matrix, but it
+        // counts as a change, so the content is read after it.
+        let whole = format!("{model} {}", Content::read(&tx).map_err(sql)?);
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+            [WHOLE_KEY, whole.as_str()],
         )
         .map_err(sql)?;
         tx.commit().map_err(sql)?;
@@ -593,54 +634,56 @@ impl MemoryIndex {
         } else {
             options.pool()
         };
-        let keyword = match fts_query(query) {
-            Some(expression) => {
-                let mut stmt = self
-                    .conn
-                    .prepare_cached(
-                        "SELECT c.id, bm25(chunks_fts) AS rank
-                         FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
-                         WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2",
-                    )
-                    .map_err(sql)?;
-                let rows = stmt
-                    .query_map(params![expression, pool as i64], |row| {
-                        // FTS5's bm25() is negative, lower is better.
-                        Ok((row.get::<_, i64>(0)?, -row.get::<_, f64>(1)?))
-                    })
-                    .map_err(sql)?;
-                rows.collect::<Result<Vec<_>, _>>().map_err(sql)?
-            }
-            None => Vec::new(),
+        // The model that embeds the query, or why there is none.
+        let embedder = match &self.embeddings {
+            EmbeddingSetup::Ready(embedder) => Ok(embedder.clone()),
+            EmbeddingSetup::KeywordOnly(reason) => Err(reason.clone()),
         };
-        let (scored, mode) = match &self.embeddings {
-            EmbeddingSetup::KeywordOnly(reason) => (
-                keyword,
-                SearchMode::Keyword {
-                    reason: reason.clone(),
-                },
-            ),
-            EmbeddingSetup::Ready(embedder) => match embedder.embed(&[query]).await {
-                Ok(vectors) => {
-                    let query_vector = vectors.into_iter().next().unwrap_or_default();
-                    let similar = self.nearest(embedder.id(), &query_vector, pool)?;
-                    (
-                        fuse(&keyword, &similar, options),
-                        SearchMode::Hybrid {
-                            model: embedder.id().to_owned(),
-                        },
-                    )
-                }
-                Err(err) => {
-                    tracing::warn!("{err}; searching by keyword only");
-                    (
-                        keyword,
-                        SearchMode::Keyword {
-                            reason: err.to_string(),
-                        },
-                    )
+        let conn = &mut self.conn;
+        // The query's pass through the model (on a thread of its own, or a request) starts
+        // first and the keyword search runs meanwhile: on two cores a hybrid search then
+        // costs the longer of the two, not both.
+        let (embedded, keyword) = tokio::join!(
+            async move {
+                let embedder = embedder?;
+                match embedder.embed(&[query]).await {
+                    Ok(vectors) => Ok((embedder, vectors)),
+                    Err(err) => {
+                        tracing::warn!("{err}; searching by keyword only");
+                        Err(err.to_string())
+                    }
                 }
             },
+            async {
+                let Some(expression) = fts_query(query) else {
+                    return Ok(Vec::new());
+                };
+                // The full-text table alone, ranked by its own `rank` (BM25): FTS5 orders
+                // and cuts the matches itself, and a chunk is looked up only once it is a hit.
+                let mut stmt = conn.prepare_cached(
+                    "SELECT rowid, rank FROM chunks_fts
+                     WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2",
+                )?;
+                let rows = stmt.query_map(params![expression, pool as i64], |row| {
+                    // FTS5's bm25() is negative, lower is better.
+                    Ok((row.get::<_, i64>(0)?, -row.get::<_, f64>(1)?))
+                })?;
+                rows.collect::<Result<Vec<_>, _>>()
+            },
+        );
+        let keyword = keyword.map_err(sql)?;
+        let (scored, mode) = match embedded {
+            Ok((embedder, vectors)) => {
+                let query_vector = vectors.into_iter().next().unwrap_or_default();
+                let similar = self.nearest(embedder.id(), &query_vector, pool)?;
+                (
+                    fuse(&keyword, &similar, options),
+                    SearchMode::Hybrid {
+                        model: embedder.id().to_owned(),
+                    },
+                )
+            }
+            Err(reason) => (keyword, SearchMode::Keyword { reason }),
         };
         let mut stmt = self
             .conn
@@ -662,8 +705,11 @@ impl MemoryIndex {
                         score,
                     })
                 })
+                .optional()
                 .map_err(sql)?;
-            hits.push(hit);
+            // Both tables change in the same transactions; a full-text row without its chunk
+            // would be damage, which costs that hit and not the search.
+            hits.extend(hit);
         }
         Ok(SearchResults {
             mode,
@@ -759,7 +805,7 @@ impl MemoryIndex {
             files: count("SELECT count(*) FROM files")?,
             chunks: count("SELECT count(*) FROM chunks")?,
             per_source,
-            last_sync: self.meta("last_sync")?,
+            updated: self.meta("last_sync")?,
             embedding_model: self.meta("embedding_model")?,
             embedded_chunks: count(
                 "SELECT count(*) FROM chunks c WHERE EXISTS (SELECT 1 FROM embeddings e
@@ -894,6 +940,9 @@ struct SourceFile {
     size: i64,
 }
 
+/// Vectors are rows of a rowid table: as the key-ordered rows of a `WITHOUT ROWID` table, each
+/// 1.5 kB vector spilled into a 4 kB overflow page of its own (601 MB at 100,000 chunks, in
+/// docs/benchmarks.md). The full-text index keeps no copy of the text, which `chunks` holds.
 fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -907,11 +956,13 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
          CREATE INDEX IF NOT EXISTS chunks_by_path ON chunks (path);
          CREATE INDEX IF NOT EXISTS chunks_by_hash ON chunks (hash);
          CREATE TABLE IF NOT EXISTS embeddings (
-             model TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL,
-             PRIMARY KEY (model, hash)) WITHOUT ROWID;
+             id INTEGER PRIMARY KEY, model TEXT NOT NULL, hash TEXT NOT NULL,
+             vector BLOB NOT NULL, UNIQUE (model, hash));
          CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-             heading, text, tokenize = 'porter unicode61 remove_diacritics 2');",
-    )
+             heading, text, content = '', contentless_delete = 1,
+             tokenize = 'porter unicode61 remove_diacritics 2');",
+    )?;
+    conn.execute_batch(vectors::SCHEMA)
 }
 
 fn remove_file(tx: &rusqlite::Transaction<'_>, path: &str) -> rusqlite::Result<()> {

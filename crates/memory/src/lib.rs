@@ -33,4 +33,4 @@ pub use memory_search::MemorySearchTool;
 pub use memory_tools::memory_tools;
 pub use ranking::SearchOptions;
 #[doc(hidden)]
-pub use vectors::matrix_loads;
+pub use vectors::{MatrixReads, matrix_reads};

@@ -10,16 +10,32 @@
 //! candidates exactly from their f32 vectors in SQLite: the hits and their scores are the
 //! exact scan's (docs/benchmarks.md, "Memory at scale").
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OptionalExtension as _};
+use rusqlite::{Connection, OptionalExtension as _, params};
 
-/// The key in `meta` that names the current state of the chunks and their vectors: rewritten
-/// with a new value in every transaction that changes them, by any process, so a matrix read
-/// under another value is stale.
-const CONTENT_KEY: &str = "vectors_version";
+/// The tables and triggers that record, in every transaction that changes chunks or vectors
+/// (by any process, by any code), which chunks' vectors may have changed: a matrix held in
+/// memory takes in those rows only, not the whole index again.
+pub(crate) const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS vector_changes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, chunk INTEGER NOT NULL);
+    CREATE TRIGGER IF NOT EXISTS chunk_added AFTER INSERT ON chunks
+        BEGIN INSERT INTO vector_changes (chunk) VALUES (new.id); END;
+    CREATE TRIGGER IF NOT EXISTS chunk_removed AFTER DELETE ON chunks
+        BEGIN INSERT INTO vector_changes (chunk) VALUES (old.id); END;
+    CREATE TRIGGER IF NOT EXISTS vector_added AFTER INSERT ON embeddings
+        BEGIN INSERT INTO vector_changes (chunk) SELECT id FROM chunks WHERE hash = new.hash; END;
+    CREATE TRIGGER IF NOT EXISTS vector_removed AFTER DELETE ON embeddings
+        BEGIN INSERT INTO vector_changes (chunk) SELECT id FROM chunks WHERE hash = old.hash; END;
+    INSERT OR IGNORE INTO meta (key, value) VALUES ('vectors_generation', lower(hex(randomblob(16))));
+";
+
+/// Changes kept in the log; older ones are dropped, and a matrix read before them is read
+/// again whole.
+const CHANGES_KEPT: i64 = 10_000;
 
 /// The matrices of this process, one per index file and model: the agent's tools open the
 /// index afresh for each search, and the matrix outlives them.
@@ -27,80 +43,148 @@ static MATRICES: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
 
 struct Cached {
     database: PathBuf,
-    version: Option<String>,
+    content: Content,
     matrix: Arc<VectorMatrix>,
-    loads: usize,
+    reads: MatrixReads,
 }
 
-/// Says, inside a transaction that changes chunks or vectors, that matrices read before it
-/// are stale. A value unique to this process and moment: a rebuilt index file starts anew and
-/// must not meet an old value by chance.
-pub(crate) fn mark_changed(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let value = format!(
-        "{}-{nanos}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    tx.execute(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
-        [CONTENT_KEY, value.as_str()],
+/// How this process has read an index's matrix (for the tests: counted, not timed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MatrixReads {
+    /// Read whole: the first search, or too much changed since.
+    pub whole: usize,
+    /// Brought up to date with only the chunks that changed.
+    pub updates: usize,
+    /// Vectors read from SQLite in all.
+    pub rows: usize,
+}
+
+/// Where the chunks and their vectors stand: the index file's own generation (a rebuilt file
+/// is another) and the last change recorded in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Content {
+    generation: String,
+    last_change: i64,
+    /// Changes after this one are all in the log.
+    logged_from: i64,
+}
+
+impl Content {
+    pub(crate) fn read(conn: &Connection) -> rusqlite::Result<Self> {
+        conn.query_row(
+            "SELECT (SELECT value FROM meta WHERE key = 'vectors_generation'),
+                    (SELECT seq FROM sqlite_sequence WHERE name = 'vector_changes'),
+                    (SELECT value FROM meta WHERE key = 'vector_changes_from')",
+            [],
+            |row| {
+                Ok(Self {
+                    generation: row.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                    last_change: row.get::<_, Option<i64>>(1)?.unwrap_or(0),
+                    logged_from: row
+                        .get::<_, Option<String>>(2)?
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0),
+                })
+            },
+        )
+    }
+}
+
+impl std::fmt::Display for Content {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.generation, self.last_change)
+    }
+}
+
+/// Drops all but the newest [`CHANGES_KEPT`] changes from the log, inside a transaction that
+/// wrote some.
+pub(crate) fn forget_old_changes(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    let last: i64 = tx.query_row(
+        "SELECT coalesce(max(seq), 0) FROM vector_changes",
+        [],
+        |row| row.get(0),
     )?;
+    let cut = last - CHANGES_KEPT;
+    if tx.execute("DELETE FROM vector_changes WHERE seq <= ?1", [cut])? > 0 {
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('vector_changes_from', ?1)",
+            [cut.to_string()],
+        )?;
+    }
     Ok(())
 }
 
-/// `model`'s matrix for the index at `database`, read through `conn` unless this process
-/// holds it for the index's current content.
+/// `model`'s matrix for the index at `database`: the one this process holds when the index has
+/// not changed since, brought up to date when only some chunks have, else read whole.
 pub(crate) fn matrix(
     conn: &Connection,
     database: &Path,
     model: &str,
 ) -> rusqlite::Result<Arc<VectorMatrix>> {
-    let version: Option<String> = conn
-        .query_row(
-            "SELECT value FROM meta WHERE key = ?1",
-            [CONTENT_KEY],
-            |row| row.get(0),
-        )
-        .optional()?;
+    // Read before the vectors: a change committed in between is taken in again next time,
+    // never missed.
+    let content = Content::read(conn)?;
     let mut cache = MATRICES.lock().unwrap_or_else(|e| e.into_inner());
     let slot = cache
         .iter()
         .position(|c| c.database == database && c.matrix.model == model);
-    if let Some(i) = slot
-        && cache[i].version == version
-    {
-        return Ok(cache[i].matrix.clone());
-    }
-    let matrix = Arc::new(VectorMatrix::load(conn, model)?);
-    match slot {
-        Some(i) => {
-            let cached = &mut cache[i];
-            cached.version = version;
-            cached.matrix = matrix.clone();
-            cached.loads += 1;
-        }
-        None => cache.push(Cached {
+    let Some(i) = slot else {
+        let (matrix, rows) = VectorMatrix::load(conn, model)?;
+        let matrix = Arc::new(matrix);
+        cache.push(Cached {
             database: database.to_path_buf(),
-            version,
+            content,
             matrix: matrix.clone(),
-            loads: 1,
-        }),
+            reads: MatrixReads {
+                whole: 1,
+                updates: 0,
+                rows,
+            },
+        });
+        return Ok(matrix);
+    };
+    let cached = &mut cache[i];
+    if cached.content == content {
+        return Ok(cached.matrix.clone());
     }
-    Ok(matrix)
+    let changed: Option<Vec<i64>> = if cached.content.generation == content.generation
+        && cached.content.last_change >= content.logged_from
+    {
+        let mut stmt =
+            conn.prepare_cached("SELECT DISTINCT chunk FROM vector_changes WHERE seq > ?1")?;
+        let chunks = stmt
+            .query_map([cached.content.last_change], |row| row.get(0))?
+            .collect::<rusqlite::Result<Vec<i64>>>()?;
+        // Past a quarter of the rows, one pass over the whole table costs less than a lookup
+        // per chunk (and for a few dozen either costs next to nothing).
+        (chunks.len() <= cached.matrix.ids.len() / 4 + 64).then_some(chunks)
+    } else {
+        None
+    };
+    let (matrix, rows) = match changed {
+        Some(chunks) => {
+            cached.reads.updates += 1;
+            cached.matrix.with_changes(conn, &chunks)?
+        }
+        None => {
+            cached.reads.whole += 1;
+            VectorMatrix::load(conn, model)?
+        }
+    };
+    cached.reads.rows += rows;
+    cached.content = content;
+    cached.matrix = Arc::new(matrix);
+    Ok(cached.matrix.clone())
 }
 
-/// How often this process has read `database`'s matrix for `model` (for the tests).
-pub fn matrix_loads(database: &Path, model: &str) -> usize {
+/// How this process has read `database`'s matrix for `model`.
+pub fn matrix_reads(database: &Path, model: &str) -> MatrixReads {
     MATRICES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .find(|c| c.database == database && c.matrix.model == model)
-        .map_or(0, |c| c.loads)
+        .map_or(MatrixReads::default(), |c| c.reads)
 }
 
 /// Candidates scored again against the f32 query, per hit asked for: the order by codes alone
@@ -120,9 +204,8 @@ pub(crate) struct VectorMatrix {
 }
 
 impl VectorMatrix {
-    /// Every chunk's `model` vector; a chunk whose vector has another length than the first
-    /// (a damaged row) is left out, as the per-row scan would have scored it as garbage.
-    fn load(conn: &Connection, model: &str) -> rusqlite::Result<Self> {
+    /// Every chunk's `model` vector, and how many were read.
+    fn load(conn: &Connection, model: &str) -> rusqlite::Result<(Self, usize)> {
         let mut stmt = conn.prepare_cached(
             "SELECT c.id, e.vector FROM chunks c
              JOIN embeddings e ON e.model = ?1 AND e.hash = c.hash",
@@ -135,27 +218,71 @@ impl VectorMatrix {
             scales: Vec::new(),
             codes: Vec::new(),
         };
-        let mut values = Vec::new();
+        let (mut values, mut read) = (Vec::new(), 0);
         while let Some(row) = rows.next()? {
-            let id: i64 = row.get(0)?;
-            let blob = row.get_ref(1)?.as_blob()?;
-            values.clear();
-            values.extend(
-                blob.chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            );
-            if matrix.ids.is_empty() {
-                matrix.dimensions = values.len();
-            }
-            if values.len() != matrix.dimensions || values.is_empty() {
+            matrix.push(row.get(0)?, row.get_ref(1)?.as_blob()?, &mut values);
+            read += 1;
+        }
+        Ok((matrix, read))
+    }
+
+    /// This matrix with the rows of `chunks` as the index holds them now: gone, new or with
+    /// another vector. The rows of every other chunk are copied, not read again.
+    fn with_changes(&self, conn: &Connection, chunks: &[i64]) -> rusqlite::Result<(Self, usize)> {
+        let changed: HashSet<i64> = chunks.iter().copied().collect();
+        let mut next = Self {
+            model: self.model.clone(),
+            dimensions: self.dimensions,
+            ids: Vec::with_capacity(self.ids.len()),
+            scales: Vec::with_capacity(self.scales.len()),
+            codes: Vec::with_capacity(self.codes.len()),
+        };
+        for (row, id) in self.ids.iter().enumerate() {
+            if changed.contains(id) {
                 continue;
             }
-            let (scale, codes) = quantise(&values);
-            matrix.ids.push(id);
-            matrix.scales.push(scale);
-            matrix.codes.extend(codes);
+            next.ids.push(*id);
+            next.scales.push(self.scales[row]);
+            let start = row * self.dimensions;
+            next.codes
+                .extend_from_slice(&self.codes[start..start + self.dimensions]);
         }
-        Ok(matrix)
+        let mut stmt = conn.prepare_cached(
+            "SELECT e.vector FROM chunks c
+             JOIN embeddings e ON e.model = ?1 AND e.hash = c.hash WHERE c.id = ?2",
+        )?;
+        let (mut values, mut read) = (Vec::new(), 0);
+        for id in chunks {
+            let blob: Option<Vec<u8>> = stmt
+                .query_row(params![self.model, id], |row| row.get(0))
+                .optional()?;
+            if let Some(blob) = blob {
+                next.push(*id, &blob, &mut values);
+                read += 1;
+            }
+        }
+        Ok((next, read))
+    }
+
+    /// Adds chunk `id`'s row from its stored `blob` (little-endian f32s), decoded through
+    /// `values`. A vector of another length than the first (a damaged row) is left out, as the
+    /// per-row scan would have scored it as garbage.
+    fn push(&mut self, id: i64, blob: &[u8], values: &mut Vec<f32>) {
+        values.clear();
+        values.extend(
+            blob.chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        );
+        if self.ids.is_empty() {
+            self.dimensions = values.len();
+        }
+        if values.len() != self.dimensions || values.is_empty() {
+            return;
+        }
+        let (scale, codes) = quantise(values);
+        self.ids.push(id);
+        self.scales.push(scale);
+        self.codes.extend(codes);
     }
 
     /// The chunk ids of the `limit` rows most like `query`, with their cosine from the codes,

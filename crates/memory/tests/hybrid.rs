@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use nanocrab_memory::{
-    EmbeddingError, EmbeddingProvider, EmbeddingSetup, MemoryIndex, RemoteEmbeddings, SearchMode,
-    SearchOptions,
+    EmbeddingError, EmbeddingProvider, EmbeddingSetup, MatrixReads, MemoryIndex, RemoteEmbeddings,
+    SearchMode, SearchOptions,
 };
 use nanocrab_testkit::MockLlm;
 use pretty_assertions::assert_eq;
@@ -227,8 +227,14 @@ async fn the_vectors_held_in_memory_outlive_an_index_and_follow_every_change() {
     // "vehicle" is in no note: only the vectors can find the garage.
     let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
     assert_eq!(paths(&results), vec!["knowledge/garage.md"]);
-    let loads = || nanocrab_memory::matrix_loads(&db, "test:concepts");
-    assert_eq!(loads(), 1);
+    let reads = || nanocrab_memory::matrix_reads(&db, "test:concepts");
+    let vectors = index.status().unwrap().embedded_chunks;
+    let read_whole = MatrixReads {
+        whole: 1,
+        updates: 0,
+        rows: vectors,
+    };
+    assert_eq!(reads(), read_whole);
     // The agent's tool opens the index afresh for each search, and syncs: nothing changed,
     // so the matrix read before serves.
     drop(index);
@@ -239,7 +245,7 @@ async fn the_vectors_held_in_memory_outlive_an_index_and_follow_every_change() {
     index.sync().await.unwrap();
     let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
     assert_eq!(paths(&results), vec!["knowledge/garage.md"]);
-    assert_eq!(loads(), 1);
+    assert_eq!(reads(), read_whole);
 
     // Edited here: the next search sees the new vectors, not the ones read before.
     std::fs::write(
@@ -256,7 +262,15 @@ async fn the_vectors_held_in_memory_outlive_an_index_and_follow_every_change() {
     assert_eq!((report.changed, report.embedded), (2, 2));
     let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
     assert_eq!(paths(&results), vec!["memory/2026-03-01.md"]);
-    assert_eq!(loads(), 2);
+    // Only the two edited notes' vectors are read again.
+    assert_eq!(
+        reads(),
+        MatrixReads {
+            updates: 1,
+            rows: vectors + 2,
+            ..read_whole
+        }
+    );
 
     // Synced by another connection (a `nanocrab memory index` beside the gateway): this
     // index's own sync finds nothing changed, and its search still reads the new vectors.
@@ -275,7 +289,14 @@ async fn the_vectors_held_in_memory_outlive_an_index_and_follow_every_change() {
     assert_eq!(index.sync().await.unwrap().changed, 0);
     let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
     assert_eq!(paths(&results), vec!["memory/MEMORY.md"]);
-    assert_eq!(loads(), 3);
+    assert_eq!(
+        reads(),
+        MatrixReads {
+            updates: 2,
+            rows: vectors + 4,
+            ..read_whole
+        }
+    );
 }
 
 #[tokio::test]

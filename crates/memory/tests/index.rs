@@ -175,7 +175,10 @@ async fn only_changed_files_are_indexed_again_and_deleted_ones_leave() {
         (status.files, status.per_source.clone()),
         (4, vec![("memory", 3), ("knowledge", 1)])
     );
-    assert!(status.last_sync.is_some());
+    assert!(status.updated.is_some());
+    // A sync that finds nothing changed writes nothing, not even when it looked.
+    assert_eq!(counts(&index.sync().await.unwrap()), (4, 0, 0, 0));
+    assert_eq!(index.status().unwrap().updated, status.updated);
 
     // Another process (the CLI while the agent runs) sees the same index.
     let mut other = MemoryIndex::open(&db, &ws).await.unwrap();
@@ -545,12 +548,19 @@ async fn with_a_watch_a_search_syncs_only_the_files_that_changed() {
     let first = setup.refresh(&mut index).await.unwrap();
     assert_eq!((first.files, first.read), (20_000, 20_000));
 
-    // One note edited: that one is looked at and read, no other.
+    // One note edited: that one is looked at and read, no other. Saved by a rename, as
+    // editors save: one event, where a write in place makes two (truncate, write) and the
+    // second could arrive after the refresh below and make the idle one look at it.
     write(
         &ws,
-        "memory/notes/12345.md",
+        "memory/notes/12345.md.swp",
         "# Note 12345\nthe heron came back\n",
     );
+    std::fs::rename(
+        ws.join("memory/notes/12345.md.swp"),
+        ws.join("memory/notes/12345.md"),
+    )
+    .unwrap();
     seen(setup.watch.as_ref().unwrap());
     let edited = setup.refresh(&mut index).await.unwrap();
     assert_eq!((edited.files, edited.read, edited.changed), (1, 1, 1));

@@ -118,8 +118,8 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
             outln!("files      {} ({})", status.files, sources.join(", "))?;
             outln!("chunks     {}", status.chunks)?;
             outln!(
-                "last sync  {}",
-                status.last_sync.as_deref().unwrap_or("never")
+                "updated    {}",
+                status.updated.as_deref().unwrap_or("never")
             )?;
             match &setup.embeddings {
                 EmbeddingSetup::Ready(provider) => {
