@@ -562,6 +562,9 @@ def memory_scale(models, sizes, runs, binary=None):
          lambda r, w: f"{r['scan']['indexScanFirstMs']:.1f}"),
         ("top-5 of the index's scan in the exact top-5",
          lambda r, w: f"{r['scan']['top5OverlapWithExact']:.2f}"),
+        ("one note edited: its sync, then the next scan (ms)",
+         lambda r, w: f"{r['scan']['editSyncMs']:.1f}, {r['scan']['scanAfterEditMs']:.1f}"
+         if "editSyncMs" in r["scan"] else "n/a"),
     ]
     print("Memory at scale: p50 / p95")
     print("| figure | " + " | ".join(f"{n:,} chunks" for n in sizes) + " |")

@@ -94,21 +94,16 @@ impl Retriever for IndexRetriever {
         // SQLite and the file walk block: off the async threads, but on this runtime, whose
         // I/O a remote embedding model's request needs.
         let runtime = tokio::runtime::Handle::current();
-        let found = tokio::task::spawn_blocking(move || {
-            runtime.block_on(async {
-                let mut opened = index.open().await?;
-                index.refresh(&mut opened).await?;
-                opened.search(&message, &search).await
-            })
-        })
-        .await
-        .map_err(|err| IndexError::Io {
-            action: "search",
-            path: self.index.database.clone(),
-            source: std::io::Error::other(err.to_string()),
-        })
-        .and_then(|searched| searched)
-        .map_err(|err| RetrievalError(Box::new(err)))?;
+        let found =
+            tokio::task::spawn_blocking(move || runtime.block_on(index.search(&message, &search)))
+                .await
+                .map_err(|err| IndexError::Io {
+                    action: "search",
+                    path: self.index.database.clone(),
+                    source: std::io::Error::other(err.to_string()),
+                })
+                .and_then(|searched| searched)
+                .map_err(|err| RetrievalError(Box::new(err)))?;
         Ok(found
             .hits
             .into_iter()

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use crate::change_watch::{ChangeWatch, Changes};
 use crate::embedding::EmbeddingSetup;
-use crate::index::{IndexError, MemoryIndex, SyncReport};
+use crate::index::{IndexError, MemoryIndex, SearchResults, SyncReport};
+use crate::ranking::SearchOptions;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexSetup {
@@ -45,6 +46,44 @@ impl IndexSetup {
             watch.restore(changes);
         }
         synced
+    }
+
+    /// The index brought up to date with the files, then searched. With a watch, only what it
+    /// saw change is synced first. Without one, looking at every file costs about as much as
+    /// the search at 100,000 chunks, so the two run side by side: the search of the index as
+    /// it is stands when the look finds nothing changed (nearly always), and is made again
+    /// on the brought-up-to-date index when it does.
+    pub async fn search(
+        &self,
+        query: &str,
+        options: &SearchOptions,
+    ) -> Result<SearchResults, IndexError> {
+        let mut index = self.open().await?;
+        if self.watch.is_some() {
+            self.refresh(&mut index).await?;
+            return index.search(query, options).await;
+        }
+        let checker = self.clone();
+        // Its own connection, on a thread of its own; on this runtime, whose I/O a remote
+        // embedding model's requests need.
+        let runtime = tokio::runtime::Handle::current();
+        let check = tokio::task::spawn_blocking(move || {
+            runtime.block_on(async move { checker.open().await?.sync().await })
+        });
+        let searched = index.search(query, options).await;
+        let report = check
+            .await
+            .map_err(|err| IndexError::Io {
+                action: "check",
+                path: self.workspace.clone(),
+                source: std::io::Error::other(err.to_string()),
+            })
+            .and_then(|checked| checked)?;
+        if report.added + report.changed + report.removed + report.embedded == 0 {
+            return searched;
+        }
+        // Opened again: a sync that rebuilt the index (another model) replaced its file.
+        self.open().await?.search(query, options).await
     }
 
     /// [`MemoryIndex::rebuild`] with this setup.

@@ -85,16 +85,11 @@ impl TypedTool for MemorySearchTool {
         // SQLite and the file walk block: off the async threads, but on this runtime, whose
         // I/O a remote embedding model's request needs.
         let runtime = tokio::runtime::Handle::current();
-        let results = tokio::task::spawn_blocking(move || {
-            runtime.block_on(async {
-                let mut index = setup.open().await?;
-                setup.refresh(&mut index).await?;
-                index.search(&query, &options).await
-            })
-        })
-        .await
-        .map_err(|err| ToolError::Rejected(format!("memory search stopped: {err}")))?
-        .map_err(|err: IndexError| ToolError::Rejected(err.to_string()))?;
+        let results =
+            tokio::task::spawn_blocking(move || runtime.block_on(setup.search(&query, &options)))
+                .await
+                .map_err(|err| ToolError::Rejected(format!("memory search stopped: {err}")))?
+                .map_err(|err: IndexError| ToolError::Rejected(err.to_string()))?;
         // The model should know when a miss may only mean other words were used.
         let keyword_only = match &results.mode {
             SearchMode::Hybrid { .. } => "",

@@ -614,3 +614,44 @@ async fn with_a_watch_a_search_syncs_only_the_files_that_changed() {
     let full = plain.sync().await.unwrap();
     assert_eq!((full.files, full.read), (20_000, 1));
 }
+
+/// A one-shot search (no watch) looks at every file beside searching the index as it is: the
+/// answer is the same as a sync then a search, whether anything changed or not.
+#[tokio::test(flavor = "current_thread")]
+async fn a_search_without_a_watch_finds_what_changed_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("workspace");
+    write(&ws, "memory/MEMORY.md", "# Birds\nthe heron by the mill\n");
+    let setup = nanocrab_memory::IndexSetup {
+        database: dir.path().join("index.sqlite"),
+        workspace: ws.clone(),
+        sessions: None,
+        embeddings: EmbeddingSetup::KeywordOnly("keyword search in this test".into()),
+        watch: None,
+    };
+    let search = |query: &'static str| {
+        let setup = setup.clone();
+        async move {
+            paths(
+                &setup
+                    .search(query, &SearchOptions::new(10))
+                    .await
+                    .unwrap()
+                    .hits,
+            )
+        }
+    };
+    // A new index: built by the look beside the first search.
+    assert_eq!(search("heron").await, ["memory/MEMORY.md:1-2"]);
+    // Nothing changed: the index as it was answers.
+    assert_eq!(search("heron").await, ["memory/MEMORY.md:1-2"]);
+    // Edited, and a note added, since: found by the search that follows.
+    write(
+        &ws,
+        "memory/MEMORY.md",
+        "# Birds\nthe kingfisher by the mill\n",
+    );
+    write(&ws, "knowledge/heron.md", "# Herons\nthe heron came back\n");
+    assert_eq!(search("kingfisher").await, ["memory/MEMORY.md:1-2"]);
+    assert_eq!(search("heron").await, ["knowledge/heron.md:1-2"]);
+}

@@ -20,11 +20,7 @@ pub fn run(env: &Env, command: MemoryCommand) -> anyhow::Result<()> {
         MemoryCommand::Search { query, limit, json } => {
             let mut options = SearchOptions::from_config(&config.memory);
             options.limit = limit.unwrap_or(options.limit).max(1);
-            let results = runtime.block_on(async {
-                let mut index = setup.open().await?;
-                setup.refresh(&mut index).await?;
-                index.search(&query, &options).await
-            })?;
+            let results = runtime.block_on(setup.search(&query, &options))?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&results)?)?;
                 return Ok(());
