@@ -6,7 +6,7 @@
 //! use nanocrab_testkit::slack::{self, FakeSlack, SlackError};
 //!
 //! let fake = FakeSlack::start().await;
-//! fake.push_envelope(slack::dm_message("hello"));
+//! fake.push_envelope(slack::dm_message(&fake, "hello"));
 //! fake.fail_next("chat.postMessage", 1, SlackError::ratelimited(1));
 //! // Point the adapter at fake.api_base() with fake.bot_token() and fake.app_token()...
 //! let posted = fake.posted();
