@@ -7,6 +7,8 @@
 
 mod channel;
 mod sink;
+#[cfg(feature = "slack")]
+pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 

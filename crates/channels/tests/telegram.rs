@@ -151,6 +151,7 @@ fn group_message(text: &str) -> InboundMessage {
         forwarded_from: None,
         via_bot: None,
         caption: false,
+        team_id: None,
     }
 }
 
@@ -197,6 +198,7 @@ async fn a_direct_message_goes_in_and_the_answer_comes_back() {
             forwarded_from: None,
             via_bot: None,
             caption: false,
+            team_id: None,
         }
     );
 
@@ -447,6 +449,7 @@ async fn a_forum_topic_message_has_its_thread_and_no_bogus_reply() {
             forwarded_from: None,
             via_bot: None,
             caption: false,
+            team_id: None,
         }
     );
     running
@@ -506,6 +509,7 @@ async fn an_anonymous_admin_speaks_as_the_group_and_a_channel_as_itself() {
             forwarded_from: None,
             via_bot: None,
             caption: false,
+            team_id: None,
         }
     );
     let post = running.message().await;

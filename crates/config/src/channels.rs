@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 pub struct ChannelsConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telegram: Option<TelegramConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack: Option<SlackConfig>,
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
 }
@@ -79,6 +81,84 @@ impl Default for TelegramConfig {
             grants: Vec::new(),
         }
     }
+}
+
+/// A Slack app, over Socket Mode (no public address needed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SlackConfig {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The bot token (`xoxb-…`, under OAuth & Permissions); `${SLACK_BOT_TOKEN}` keeps it out
+    /// of the file. Falls back to the `SLACK_BOT_TOKEN` environment variable when empty and
+    /// no `accounts` are given.
+    #[serde(default)]
+    pub bot_token: String,
+    /// The app-level token (`xapp-…`, scope `connections:write`) that opens the Socket Mode
+    /// connection; falls back to `SLACK_APP_TOKEN` like `botToken`.
+    #[serde(default)]
+    pub app_token: String,
+    /// The Web API's address; change it for a test double.
+    #[serde(default = "default_slack_api_base")]
+    pub api_base: String,
+    /// More Slack apps (one per workspace, say), by account name, each with its own tokens;
+    /// the tokens above are the account `default`. The rules below apply to all of them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub accounts: BTreeMap<String, SlackAccount>,
+    /// Senders always allowed, in DMs and in allowed channels: Slack member ids (`U…`).
+    /// When set, only they (and approved pairings) may talk in DMs, whatever `dmPolicy` says.
+    #[serde(default)]
+    pub allow_from: Vec<String>,
+    /// Direct messages from senders not in `allowFrom`.
+    #[serde(default)]
+    pub dm_policy: DmPolicy,
+    /// Channels: `allowlist` (only those listed in `groups`), `open` or `disabled`.
+    #[serde(default)]
+    pub group_policy: GroupPolicy,
+    /// Channels by id (`C…`); `*` applies to every channel not listed.
+    #[serde(default)]
+    pub groups: BTreeMap<String, GroupConfig>,
+    /// In channels, only messages that @mention the bot reach the model.
+    #[serde(default = "default_true")]
+    pub require_mention: bool,
+    /// Capabilities granted outright to runs started from Slack, on top of the agent's
+    /// `tools.grants` (same syntax).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+}
+
+impl Default for SlackConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            bot_token: String::new(),
+            app_token: String::new(),
+            api_base: default_slack_api_base(),
+            accounts: BTreeMap::new(),
+            allow_from: Vec::new(),
+            dm_policy: DmPolicy::default(),
+            group_policy: GroupPolicy::default(),
+            groups: BTreeMap::new(),
+            require_mention: true,
+            grants: Vec::new(),
+        }
+    }
+}
+
+/// One more Slack app of `channels.slack.accounts`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SlackAccount {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// `xoxb-…`; `${VAR}` keeps it out of the file.
+    pub bot_token: String,
+    /// `xapp-…` with `connections:write`.
+    pub app_token: String,
+}
+
+fn default_slack_api_base() -> String {
+    "https://slack.com/api".to_owned()
 }
 
 fn default_true() -> bool {

@@ -70,6 +70,18 @@ impl Access {
                 },
             );
         }
+        if let Some(slack) = &channels.slack {
+            rules.insert(
+                "slack".to_owned(),
+                AccessRules {
+                    allow_from: slack.allow_from.clone(),
+                    dm_policy: slack.dm_policy,
+                    group_policy: slack.group_policy,
+                    groups: slack.groups.clone(),
+                    require_mention: slack.require_mention,
+                },
+            );
+        }
         Self::new(rules, pairing)
     }
 

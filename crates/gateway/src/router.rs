@@ -5,9 +5,9 @@
 //!
 //! 1. peer: `match.peer` names the chat — for `dm` the sender's id, for `group` and `channel`
 //!    the chat's id;
-//! 2. guild (Discord server), then team (Slack workspace): the levels exist so configs written
-//!    for those platforms keep their meaning, but no adapter reports a guild or a team yet
-//!    (Telegram has neither), so a binding that sets one matches nothing for now;
+//! 2. guild (Discord server), then team (Slack workspace, `T…`, which the Slack adapter
+//!    reports); no adapter reports a guild yet (Telegram has neither), so a binding that sets
+//!    one matches nothing for now;
 //! 3. account: `match.accountId` names the bot account;
 //! 4. channel: `match.accountId` absent or `*`.
 //!
@@ -25,8 +25,9 @@
 //! - `per-channel-peer` (default): `agent:<id>:<channel>:dm:<peer>`, `<peer>` the linked name
 //!   or the sender's id.
 //!
-//! Groups are `agent:<id>:<channel>:group:<chatId>`, a forum topic adds `:topic:<threadId>`;
-//! broadcast channels are `agent:<id>:<channel>:channel:<chatId>`.
+//! Groups are `agent:<id>:<channel>:group:<chatId>`, a forum topic or a Slack thread adds
+//! `:topic:<threadId>` (a Slack thread is its own conversation); broadcast channels are
+//! `agent:<id>:<channel>:channel:<chatId>`.
 //!
 //! Every part comes from a platform or the config and may hold anything, while a key is also a
 //! file name; see [`key_part`] for how parts are made safe without two ids meeting on one key.
@@ -183,9 +184,13 @@ fn matches(conditions: &BindingMatch, message: &InboundMessage) -> bool {
     if !any_account(conditions) && conditions.account_id.as_deref() != Some(&message.account) {
         return false;
     }
-    // No adapter reports a Discord server or a Slack workspace yet, so such a condition
-    // cannot hold.
-    if conditions.guild_id.is_some() || conditions.team_id.is_some() {
+    // No adapter reports a Discord server yet, so such a condition cannot hold.
+    if conditions.guild_id.is_some() {
+        return false;
+    }
+    if let Some(team) = &conditions.team_id
+        && message.team_id.as_deref() != Some(team.as_str())
+    {
         return false;
     }
     let Some(peer) = &conditions.peer else {
@@ -572,6 +577,55 @@ mod tests {
         let mut work = dm("42");
         work.account = "work".to_owned();
         assert_eq!(router.route(&work).unwrap().agent_id, "work-vip");
+    }
+
+    #[test]
+    fn slack_keys_a_dm_a_channel_and_each_thread_and_a_team_binding_picks_the_workspace() {
+        let slack = |chat_type, chat_id: &str, thread: Option<&str>, team: &str| InboundMessage {
+            channel: "slack".to_owned(),
+            thread_id: thread.map(str::to_owned),
+            team_id: Some(team.to_owned()),
+            ..message(chat_type, chat_id, "U222")
+        };
+        let router = Router::new(
+            &[
+                binding(
+                    "work",
+                    BindingMatch {
+                        team_id: Some("T111".to_owned()),
+                        ..on_channel("slack")
+                    },
+                ),
+                binding("slack", on_channel("slack")),
+            ],
+            &SessionConfig::default(),
+        );
+        assert_eq!(
+            router
+                .route(&slack(ChatType::Dm, "D111", None, "T111"))
+                .unwrap(),
+            route("work", "agent:work:slack:dm:U222")
+        );
+        assert_eq!(
+            router
+                .route(&slack(ChatType::Group, "C111", None, "T222"))
+                .unwrap(),
+            route("slack", "agent:slack:slack:group:C111")
+        );
+        assert_eq!(
+            router
+                .route(&slack(
+                    ChatType::Group,
+                    "C111",
+                    Some("1610241741.000200"),
+                    "T111"
+                ))
+                .unwrap(),
+            route(
+                "work",
+                "agent:work:slack:group:C111:topic:1610241741.000200"
+            )
+        );
     }
 
     #[test]

@@ -139,6 +139,9 @@ pub struct InboundMessage {
     /// Whether `text` is the caption of a file rather than a message typed on its own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub caption: bool,
+    /// The Slack workspace (team id) it came through, for `bindings` that name a team.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_id: Option<String>,
 }
 
 impl InboundMessage {

@@ -27,5 +27,6 @@ pub fn inbound_dm(sender: &str, message_id: &str, text: &str) -> InboundMessage 
         forwarded_from: None,
         via_bot: None,
         caption: false,
+        team_id: None,
     }
 }

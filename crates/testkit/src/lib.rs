@@ -1,7 +1,8 @@
 //! Dev-only loopback fakes for nanocrab's tests: a mock LLM that speaks the real wire formats
 //! of Anthropic Messages, OpenAI Chat Completions, the OpenAI Responses API and Gemini,
 //! scripted per test and recording every request, a fake Telegram Bot API ([`FakeTelegram`],
-//! see [`telegram`]), a tiny random GGUF chat model ([`gguf::TinyLlama`]), plus access to the
+//! see [`telegram`]), a fake Slack Web API and Socket Mode ([`FakeSlack`], see [`slack`]), a
+//! tiny random GGUF chat model ([`gguf::TinyLlama`]), plus access to the
 //! recorded real streams in `shared/fixtures/`.
 //!
 //! ```no_run
@@ -65,6 +66,7 @@ mod openai_chat;
 mod openai_responses;
 mod reply;
 mod server;
+pub mod slack;
 pub mod telegram;
 
 pub use fixtures::{
@@ -74,4 +76,5 @@ pub use gate::Gate;
 pub use inbound::inbound_dm;
 pub use reply::{ApiError, Part, Reply};
 pub use server::{EMBEDDING_DIMENSIONS, MockLlm, RecordedRequest};
+pub use slack::FakeSlack;
 pub use telegram::FakeTelegram;

@@ -178,6 +178,7 @@ pub(crate) fn normalize(
                 None => format!("bot {}", inline.id),
             }),
         caption: message.text.is_none() && message.caption.is_some(),
+        team_id: None,
     }))
 }
 

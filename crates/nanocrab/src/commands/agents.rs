@@ -82,6 +82,7 @@ pub fn build(
         &key_prefix,
         "models",
         "channels.telegram.grants",
+        "channels.slack.grants",
     ] {
         config.require(section)?;
     }
@@ -130,6 +131,17 @@ pub fn build(
                 env.user_home.as_deref(),
             )
             .with_context(|| format!("channels.telegram ({})", env.config_path.display()))?,
+        );
+    }
+    if let Some(slack) = &config.channels.slack {
+        channel_grants.insert(
+            "slack".to_owned(),
+            grants_from_config(
+                &slack.grants,
+                "channels.slack.grants",
+                env.user_home.as_deref(),
+            )
+            .with_context(|| format!("channels.slack ({})", env.config_path.display()))?,
         );
     }
     let (skill_roots, host) = env.skills(config, id);

@@ -99,13 +99,15 @@ fn check_channel(env: &Env, config: &Config, deliver: &str) -> anyhow::Result<()
         // `last`, `none`, or an error `add` names.
         return Ok(());
     };
-    let running: Vec<&str> = config
+    let telegram = config.channels.telegram.as_ref().filter(|t| t.enabled);
+    let slack = config
         .channels
-        .telegram
+        .slack
         .as_ref()
-        .filter(|t| t.enabled)
-        .map(|_| "telegram")
+        .filter(|s| s.enabled && cfg!(feature = "slack"));
+    let running: Vec<&str> = [telegram.map(|_| "telegram"), slack.map(|_| "slack")]
         .into_iter()
+        .flatten()
         .collect();
     if !running.contains(&channel.as_str()) {
         let running = if running.is_empty() {

@@ -34,6 +34,9 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     if config.channels.telegram.as_ref().is_some_and(|t| t.enabled) {
         config.require("channels.telegram")?;
     }
+    if config.channels.slack.as_ref().is_some_and(|s| s.enabled) {
+        config.require("channels.slack")?;
+    }
     let bus = OutboundBus::new();
     let web_bus = bus.clone();
     let approvals = Approvals::new(bus.clone());
@@ -66,6 +69,77 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         let channel = TelegramChannel::new(settings)
             .with_context(|| format!("{}: `channels.telegram.proxy`", env.config_path.display()))?;
         channels.push(Arc::new(channel));
+    }
+    #[cfg(feature = "slack")]
+    if let Some(slack) = config.channels.slack.as_ref().filter(|s| s.enabled) {
+        use nanocrab_channels::slack::{SlackChannel, SlackSettings};
+        let file = env.config_path.display();
+        // The tokens at the top are the account `default`; the environment stands in for them
+        // only when no other accounts are listed.
+        let fallback = |token: &str, var: &str| {
+            Some(token.to_owned())
+                .filter(|token| !token.is_empty())
+                .or_else(|| slack.accounts.is_empty().then(|| Env::var(var)).flatten())
+        };
+        let mut accounts = Vec::new();
+        match (
+            fallback(&slack.bot_token, "SLACK_BOT_TOKEN"),
+            fallback(&slack.app_token, "SLACK_APP_TOKEN"),
+        ) {
+            (Some(bot), Some(app)) => {
+                accounts.push(("default".to_owned(), bot, app, "channels.slack".to_owned()))
+            }
+            (None, None) if !slack.accounts.is_empty() => {}
+            (bot, _) => anyhow::bail!(
+                "{file}: `channels.slack.{}` is empty and {} is not set; give the {} token of your Slack app (see docs/channels.md), or set \"enabled\": false",
+                if bot.is_none() {
+                    "botToken"
+                } else {
+                    "appToken"
+                },
+                if bot.is_none() {
+                    "SLACK_BOT_TOKEN"
+                } else {
+                    "SLACK_APP_TOKEN"
+                },
+                if bot.is_none() {
+                    "bot (xoxb-…)"
+                } else {
+                    "app-level (xapp-…)"
+                },
+            ),
+        }
+        for (name, account) in slack.accounts.iter().filter(|(_, a)| a.enabled) {
+            accounts.push((
+                name.clone(),
+                account.bot_token.clone(),
+                account.app_token.clone(),
+                format!("channels.slack.accounts.{name}"),
+            ));
+        }
+        for (name, bot, app, key) in accounts {
+            // Swapped or pasted-wrong tokens fail here, by name, instead of as `invalid_auth`.
+            if !bot.starts_with("xoxb-") {
+                anyhow::bail!(
+                    "{file}: `{key}.botToken` is not a bot token (xoxb-…): take it from OAuth & Permissions"
+                );
+            }
+            if !app.starts_with("xapp-") {
+                anyhow::bail!(
+                    "{file}: `{key}.appToken` is not an app-level token (xapp-…): make one with connections:write under Basic Information"
+                );
+            }
+            let settings = SlackSettings::from_config(slack, &name, bot, app);
+            channels.push(Arc::new(
+                SlackChannel::new(settings).with_context(|| format!("{file}: `{key}`"))?,
+            ));
+        }
+    }
+    #[cfg(not(feature = "slack"))]
+    if config.channels.slack.as_ref().is_some_and(|s| s.enabled) {
+        tracing::warn!(
+            "channels.slack: this nanocrab was built without Slack (the `slack` feature); the section is ignored"
+        );
     }
     for (name, section) in &config.channels.other {
         if section.get("enabled").and_then(|e| e.as_bool()) != Some(false) {

@@ -277,6 +277,15 @@ pub fn redactor(config: &Config) -> Redactor {
     if let Some(telegram) = &config.channels.telegram {
         secrets.push(("channels.telegram.token".into(), telegram.token.clone()));
     }
+    if let Some(slack) = &config.channels.slack {
+        secrets.push(("channels.slack.botToken".into(), slack.bot_token.clone()));
+        secrets.push(("channels.slack.appToken".into(), slack.app_token.clone()));
+        for (name, account) in &slack.accounts {
+            let key = format!("channels.slack.accounts.{name}");
+            secrets.push((format!("{key}.botToken"), account.bot_token.clone()));
+            secrets.push((format!("{key}.appToken"), account.app_token.clone()));
+        }
+    }
     if let Some(token) = &config.gateway.auth.token {
         secrets.push(("gateway.auth.token".into(), token.clone()));
     }

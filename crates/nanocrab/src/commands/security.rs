@@ -216,6 +216,27 @@ fn settings(config: &Config) -> Vec<Finding> {
             GroupPolicy::Allowlist | GroupPolicy::Disabled => {}
         }
     }
+    if let Some(slack) = config.channels.slack.as_ref().filter(|s| s.enabled) {
+        match slack.dm_policy {
+            DmPolicy::Open => findings.push(Finding {
+                severity: Severity::Risk,
+                place: "channels.slack.dmPolicy".into(),
+                what: "`open`: anyone in the workspace (and any shared channel's guests) can talk to your agent and use its tools"
+                    .into(),
+                fix: "use `pairing` (the default) or `allowlist` with allowFrom".into(),
+            }),
+            DmPolicy::Pairing | DmPolicy::Allowlist | DmPolicy::Disabled => {}
+        }
+        match slack.group_policy {
+            GroupPolicy::Open => findings.push(Finding {
+                severity: Severity::Warning,
+                place: "channels.slack.groupPolicy".into(),
+                what: "`open`: any channel the app is invited to can talk to your agent".into(),
+                fix: "use `allowlist` (the default) and list the channel ids in groups".into(),
+            }),
+            GroupPolicy::Allowlist | GroupPolicy::Disabled => {}
+        }
+    }
     findings
 }
 

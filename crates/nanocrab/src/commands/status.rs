@@ -157,6 +157,50 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         }
         None => {}
     }
+    match &config.channels.slack {
+        Some(slack) if !slack.enabled => outln!("slack      off (enabled: false)")?,
+        Some(slack) => {
+            let tokens = match (
+                !slack.bot_token.is_empty()
+                    || (slack.accounts.is_empty() && Env::var("SLACK_BOT_TOKEN").is_some()),
+                !slack.app_token.is_empty()
+                    || (slack.accounts.is_empty() && Env::var("SLACK_APP_TOKEN").is_some()),
+            ) {
+                (true, true) => "tokens set".to_owned(),
+                (false, false) if !slack.accounts.is_empty() => String::new(),
+                (bot, app) => format!(
+                    "missing {}",
+                    [
+                        (!bot, "botToken/SLACK_BOT_TOKEN"),
+                        (!app, "appToken/SLACK_APP_TOKEN")
+                    ]
+                    .iter()
+                    .filter(|(missing, _)| *missing)
+                    .map(|(_, name)| *name)
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+                ),
+            };
+            let accounts = match slack.accounts.len() {
+                0 => String::new(),
+                n => format!("{n} more account(s); "),
+            };
+            let built = if cfg!(feature = "slack") {
+                ""
+            } else {
+                " (this nanocrab was built without Slack: the section is ignored)"
+            };
+            outln!(
+                "slack      {accounts}{tokens}; dmPolicy {}, allowFrom {}, channels {}{built}",
+                serde_json::to_value(slack.dm_policy)?
+                    .as_str()
+                    .unwrap_or_default(),
+                slack.allow_from.len(),
+                slack.groups.len()
+            )?;
+        }
+        None => {}
+    }
     for name in config.channels.other.keys() {
         outln!("{name:<10} no {name} channel in this nanocrab yet; the section is ignored")?;
     }

@@ -34,6 +34,8 @@ mod security;
 mod sessions;
 mod sessions_list;
 mod skills;
+#[cfg(feature = "slack")]
+mod slack;
 mod subagents;
 mod terminal;
 mod tool_loop;
