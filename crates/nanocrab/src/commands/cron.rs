@@ -99,14 +99,23 @@ fn check_channel(env: &Env, config: &Config, deliver: &str) -> anyhow::Result<()
         // `last`, `none`, or an error `add` names.
         return Ok(());
     };
-    let running: Vec<&str> = config
-        .channels
-        .telegram
-        .as_ref()
-        .filter(|t| t.enabled)
-        .map(|_| "telegram")
-        .into_iter()
-        .collect();
+    let running: Vec<&str> = [
+        config
+            .channels
+            .telegram
+            .as_ref()
+            .filter(|t| t.enabled)
+            .map(|_| "telegram"),
+        config
+            .channels
+            .discord
+            .as_ref()
+            .filter(|d| d.enabled)
+            .map(|_| "discord"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     if !running.contains(&channel.as_str()) {
         let running = if running.is_empty() {
             "none is enabled".to_owned()
