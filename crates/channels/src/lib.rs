@@ -6,6 +6,8 @@
 //! [`InboundSink`]; it sends the gateway's answers back in the platform's own markup.
 
 mod channel;
+#[cfg(feature = "discord")]
+pub mod discord;
 mod sink;
 #[cfg(feature = "slack")]
 pub mod slack;

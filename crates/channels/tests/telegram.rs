@@ -134,6 +134,7 @@ fn group_message(text: &str) -> InboundMessage {
         chat_id: "-1001293752024".to_owned(),
         chat_type: ChatType::Group,
         chat_title: Some("CryptoInside Chat".to_owned()),
+        guild_id: None,
         thread_id: None,
         sender: Sender {
             id: "5964236329".to_owned(),
@@ -181,6 +182,7 @@ async fn a_direct_message_goes_in_and_the_answer_comes_back() {
             chat_id: "218485655".to_owned(),
             chat_type: ChatType::Dm,
             chat_title: None,
+            guild_id: None,
             thread_id: None,
             sender: Sender {
                 id: "218485655".to_owned(),
@@ -432,6 +434,7 @@ async fn a_forum_topic_message_has_its_thread_and_no_bogus_reply() {
             chat_id: "-1001847508954".to_owned(),
             chat_type: ChatType::Group,
             chat_title: Some("twest".to_owned()),
+            guild_id: None,
             thread_id: Some("4".to_owned()),
             sender: Sender {
                 id: "1253681278".to_owned(),
@@ -492,6 +495,7 @@ async fn an_anonymous_admin_speaks_as_the_group_and_a_channel_as_itself() {
             chat_id: "-1001331354980".to_owned(),
             chat_type: ChatType::Group,
             chat_title: Some("C++ Together 2.0".to_owned()),
+            guild_id: None,
             thread_id: None,
             sender: Sender {
                 id: "-1001331354980".to_owned(),

@@ -6,13 +6,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One section per platform. Platforms this build does not know (a nanobot file's
-/// `discord`, `feishu`, ...) are kept as they are and reported by the gateway, so a copied
+/// `feishu`, `matrix`, ...) are kept as they are and reported by the gateway, so a copied
 /// nanobot config still loads.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChannelsConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telegram: Option<TelegramConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discord: Option<DiscordConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slack: Option<SlackConfig>,
     #[serde(flatten)]
@@ -81,6 +83,91 @@ impl Default for TelegramConfig {
             grants: Vec::new(),
         }
     }
+}
+
+/// A Discord bot (or several), over the gateway WebSocket in and REST out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DiscordConfig {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The bot token of the application's Bot page (the `default` account);
+    /// `${DISCORD_BOT_TOKEN}` keeps it out of the file. Falls back to the `DISCORD_BOT_TOKEN`
+    /// environment variable when empty and no `accounts` are given.
+    #[serde(default, alias = "botToken")]
+    pub token: String,
+    /// More bots on the same rules, by account name (the `accountId` of bindings).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub accounts: BTreeMap<String, DiscordAccount>,
+    /// The REST API's address (`https://discord.com`); change it for a proxy or a test double.
+    #[serde(default = "default_discord_api_base")]
+    pub api_base: String,
+    /// The gateway WebSocket's address (`wss://gateway.discord.gg`), for a proxy or a test
+    /// double. A resumed session goes to the address Discord gave when it started.
+    #[serde(default = "default_discord_gateway_url")]
+    pub gateway_url: String,
+    /// Senders always allowed, in DMs and in allowed guilds: user ids, or usernames. When set,
+    /// only they (and approved pairings) may talk in DMs, whatever `dmPolicy` says.
+    #[serde(default)]
+    pub allow_from: Vec<String>,
+    /// Direct messages from senders not in `allowFrom`.
+    #[serde(default)]
+    pub dm_policy: DmPolicy,
+    /// Guild channels: `allowlist` (only the guilds or channels listed in `guilds`), `open`
+    /// or `disabled`.
+    #[serde(default)]
+    pub group_policy: GroupPolicy,
+    /// Guilds (servers) by guild id, or single channels by channel id; `*` applies to every
+    /// guild not listed.
+    #[serde(default)]
+    pub guilds: BTreeMap<String, GroupConfig>,
+    /// In guild channels, only messages that @mention the bot or reply to it reach the model.
+    #[serde(default = "default_true")]
+    pub require_mention: bool,
+    /// What an edited message does: `ignore` (default) or `respond`.
+    #[serde(default)]
+    pub edited_messages: EditedMessages,
+    /// Capabilities granted outright to runs started from Discord, on top of the agent's
+    /// `tools.grants` (same syntax).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+}
+
+impl Default for DiscordConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            token: String::new(),
+            accounts: BTreeMap::new(),
+            api_base: default_discord_api_base(),
+            gateway_url: default_discord_gateway_url(),
+            allow_from: Vec::new(),
+            dm_policy: DmPolicy::default(),
+            group_policy: GroupPolicy::default(),
+            guilds: BTreeMap::new(),
+            require_mention: true,
+            edited_messages: EditedMessages::default(),
+            grants: Vec::new(),
+        }
+    }
+}
+
+/// One more Discord bot of `channels.discord.accounts`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DiscordAccount {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// This bot's token; `${ENV}` placeholders keep it out of the file.
+    #[serde(alias = "botToken")]
+    pub token: String,
+}
+
+fn default_discord_api_base() -> String {
+    "https://discord.com".to_owned()
+}
+fn default_discord_gateway_url() -> String {
+    "wss://gateway.discord.gg".to_owned()
 }
 
 /// A Slack app, over Socket Mode (no public address needed).

@@ -19,13 +19,7 @@ pub struct Timeouts {
 /// A client builder with the TLS setup, the user agent and `timeouts`; the caller adds what
 /// is its own and calls `build`.
 pub fn client_builder(timeouts: Timeouts) -> reqwest::ClientBuilder {
-    static TLS: Once = Once::new();
-    // reqwest is built without a default crypto provider (ring builds faster and smaller than
-    // aws-lc). Another part of the process (a test harness) may have installed one already,
-    // which is as good.
-    TLS.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+    install_tls_provider();
     let mut builder = reqwest::Client::builder()
         .connect_timeout(timeouts.connect)
         .user_agent(concat!("nanocrab/", env!("CARGO_PKG_VERSION")));
@@ -36,6 +30,17 @@ pub fn client_builder(timeouts: Timeouts) -> reqwest::ClientBuilder {
         builder = builder.timeout(total);
     }
     builder
+}
+
+/// Installs rustls's ring crypto provider for the process, once. reqwest and the other TLS
+/// clients (Discord's gateway and REST) are built without a default one (ring builds faster and
+/// smaller than aws-lc) and refuse to connect without it. Another part of the process (a test
+/// harness) may have installed one already, which is as good.
+pub fn install_tls_provider() {
+    static TLS: Once = Once::new();
+    TLS.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 #[cfg(test)]

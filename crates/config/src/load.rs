@@ -1193,7 +1193,8 @@ mod tests {
     fn a_nanobot_channels_section_loads() {
         let text = r#"{"channels": {
             "telegram": {"enabled": true, "token": "123:abc", "allowFrom": ["42"], "proxy": null},
-            "discord": {"enabled": false, "token": "", "allowFrom": []}
+            "discord": {"enabled": false, "token": "", "allowFrom": []},
+            "feishu": {"enabled": false, "appId": ""}
         }}"#;
         let config = parse(Path::new("/h/config.json"), text, &no_env).unwrap();
         let telegram = config.channels.telegram.unwrap();
@@ -1205,10 +1206,13 @@ mod tests {
             ),
             ("123:abc", vec!["42".to_owned()], crate::DmPolicy::Pairing)
         );
-        assert_eq!(
-            config.channels.other.keys().collect::<Vec<_>>(),
-            ["discord"]
+        assert!(
+            config
+                .channels
+                .discord
+                .is_some_and(|discord| !discord.enabled)
         );
+        assert_eq!(config.channels.other.keys().collect::<Vec<_>>(), ["feishu"]);
     }
 
     #[test]

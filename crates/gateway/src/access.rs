@@ -82,6 +82,18 @@ impl Access {
                 },
             );
         }
+        if let Some(discord) = &channels.discord {
+            rules.insert(
+                "discord".to_owned(),
+                AccessRules {
+                    allow_from: discord.allow_from.clone(),
+                    dm_policy: discord.dm_policy,
+                    group_policy: discord.group_policy,
+                    groups: discord.guilds.clone(),
+                    require_mention: discord.require_mention,
+                },
+            );
+        }
         Self::new(rules, pairing)
     }
 
@@ -155,9 +167,16 @@ impl Access {
 }
 
 fn check_group(rules: &AccessRules, message: &InboundMessage) -> AccessDecision {
+    // A chat listed on its own, else its Discord server, else `*`.
     let group = rules
         .groups
         .get(&message.chat_id)
+        .or_else(|| {
+            message
+                .guild_id
+                .as_ref()
+                .and_then(|guild| rules.groups.get(guild))
+        })
         .or_else(|| rules.groups.get("*"));
     match rules.group_policy {
         GroupPolicy::Disabled => return AccessDecision::Deny("group messages are disabled"),
@@ -361,6 +380,45 @@ mod tests {
         assert_eq!(listed.check(&reply_to_bot).unwrap(), AccessDecision::Allow);
         assert_eq!(
             listed.check(&group("-200", true)).unwrap(),
+            AccessDecision::Deny("group not in groups")
+        );
+    }
+
+    #[test]
+    fn a_listed_discord_server_opens_its_channels_and_a_listed_channel_overrides_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let listed = access(
+            AccessRules {
+                groups: BTreeMap::from([
+                    ("81384788765712384".to_owned(), GroupConfig::default()),
+                    (
+                        "290926798999357250".to_owned(),
+                        GroupConfig {
+                            require_mention: Some(false),
+                            allow_from: Vec::new(),
+                        },
+                    ),
+                ]),
+                ..rules()
+            },
+            dir.path(),
+        );
+        let in_guild = |chat: &str, guild: &str| InboundMessage {
+            guild_id: Some(guild.to_owned()),
+            ..group(chat, false)
+        };
+        assert_eq!(
+            listed.check(&in_guild("1", "81384788765712384")).unwrap(),
+            AccessDecision::Ignore("does not mention the bot")
+        );
+        assert_eq!(
+            listed
+                .check(&in_guild("290926798999357250", "81384788765712384"))
+                .unwrap(),
+            AccessDecision::Allow
+        );
+        assert_eq!(
+            listed.check(&in_guild("1", "2")).unwrap(),
             AccessDecision::Deny("group not in groups")
         );
     }

@@ -5,9 +5,9 @@
 //!
 //! 1. peer: `match.peer` names the chat — for `dm` the sender's id, for `group` and `channel`
 //!    the chat's id;
-//! 2. guild (Discord server), then team (Slack workspace, `T…`, which the Slack adapter
-//!    reports); no adapter reports a guild yet (Telegram has neither), so a binding that sets
-//!    one matches nothing for now;
+//! 2. guild (Discord server), then team (Slack workspace, `T…`), as the adapters report
+//!    them (Telegram has neither): `match.guildId` holds for every message of that
+//!    server, `match.teamId` for every message of that workspace;
 //! 3. account: `match.accountId` names the bot account;
 //! 4. channel: `match.accountId` absent or `*`.
 //!
@@ -25,9 +25,11 @@
 //! - `per-channel-peer` (default): `agent:<id>:<channel>:dm:<peer>`, `<peer>` the linked name
 //!   or the sender's id.
 //!
-//! Groups are `agent:<id>:<channel>:group:<chatId>`, a forum topic or a Slack thread adds
-//! `:topic:<threadId>` (a Slack thread is its own conversation); broadcast channels are
-//! `agent:<id>:<channel>:channel:<chatId>`.
+//! Groups are `agent:<id>:<channel>:group:<chatId>`, a forum topic, a Discord thread or a
+//! Slack thread adds `:topic:<threadId>` (each thread is its own conversation); the guild
+//! or team is left out, since the channel ids of both are unique across servers and
+//! workspaces and a key has room for four parts;
+//! broadcast channels are `agent:<id>:<channel>:channel:<chatId>`.
 //!
 //! Every part comes from a platform or the config and may hold anything, while a key is also a
 //! file name; see [`key_part`] for how parts are made safe without two ids meeting on one key.
@@ -184,8 +186,9 @@ fn matches(conditions: &BindingMatch, message: &InboundMessage) -> bool {
     if !any_account(conditions) && conditions.account_id.as_deref() != Some(&message.account) {
         return false;
     }
-    // No adapter reports a Discord server yet, so such a condition cannot hold.
-    if conditions.guild_id.is_some() {
+    if let Some(guild) = &conditions.guild_id
+        && message.guild_id.as_ref() != Some(guild)
+    {
         return false;
     }
     if let Some(team) = &conditions.team_id
@@ -625,6 +628,70 @@ mod tests {
                 "work",
                 "agent:work:slack:group:C111:topic:1610241741.000200"
             )
+        );
+    }
+
+    #[test]
+    fn a_guild_binding_takes_that_discord_server_and_its_threads_keep_their_own_session() {
+        let router = Router::new(
+            &[
+                binding("discord", on_channel("discord")),
+                binding(
+                    "server",
+                    BindingMatch {
+                        guild_id: Some("81384788765712384".to_owned()),
+                        ..on_channel("discord")
+                    },
+                ),
+                binding(
+                    "room",
+                    BindingMatch {
+                        channel: "discord".to_owned(),
+                        ..peer(PeerKind::Group, "381870553235193857")
+                    },
+                ),
+            ],
+            &SessionConfig::default(),
+        );
+        let in_guild = |guild: &str, chat: &str, thread: Option<&str>| InboundMessage {
+            channel: "discord".to_owned(),
+            guild_id: Some(guild.to_owned()),
+            thread_id: thread.map(str::to_owned),
+            ..message(ChatType::Group, chat, "53908232506183680")
+        };
+        assert_eq!(
+            router
+                .route(&in_guild("81384788765712384", "290926798999357250", None))
+                .unwrap(),
+            route("server", "agent:server:discord:group:290926798999357250")
+        );
+        assert_eq!(
+            router
+                .route(&in_guild(
+                    "81384788765712384",
+                    "290926798999357250",
+                    Some("1017189520441458748")
+                ))
+                .unwrap(),
+            route(
+                "server",
+                "agent:server:discord:group:290926798999357250:topic:1017189520441458748"
+            )
+        );
+        // Another server: the channel-wide binding; a peer still beats the guild.
+        assert_eq!(
+            router
+                .route(&in_guild("1", "290926798999357250", None))
+                .unwrap()
+                .agent_id,
+            "discord"
+        );
+        assert_eq!(
+            router
+                .route(&in_guild("81384788765712384", "381870553235193857", None))
+                .unwrap()
+                .agent_id,
+            "room"
         );
     }
 

@@ -107,6 +107,9 @@ pub struct InboundMessage {
     pub chat_type: ChatType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_title: Option<String>,
+    /// The Discord server the chat belongs to; bindings can match on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guild_id: Option<String>,
     /// A forum topic or reply thread inside the chat; replies go back into it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,

@@ -12,6 +12,7 @@ pub fn inbound_dm(sender: &str, message_id: &str, text: &str) -> InboundMessage 
         chat_id: sender.to_owned(),
         chat_type: ChatType::Dm,
         chat_title: None,
+        guild_id: None,
         thread_id: None,
         sender: Sender {
             id: sender.to_owned(),

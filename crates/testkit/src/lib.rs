@@ -1,7 +1,8 @@
 //! Dev-only loopback fakes for nanocrab's tests: a mock LLM that speaks the real wire formats
 //! of Anthropic Messages, OpenAI Chat Completions, the OpenAI Responses API and Gemini,
 //! scripted per test and recording every request, a fake Telegram Bot API ([`FakeTelegram`],
-//! see [`telegram`]), a fake Slack Web API and Socket Mode ([`FakeSlack`], see [`slack`]), a
+//! see [`telegram`]), a fake Discord (gateway WebSocket and REST, [`FakeDiscord`], see
+//! [`discord`]), a fake Slack Web API and Socket Mode ([`FakeSlack`], see [`slack`]), a
 //! tiny random GGUF chat model ([`gguf::TinyLlama`]), plus access to the
 //! recorded real streams in `shared/fixtures/`.
 //!
@@ -55,6 +56,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test infrastructure: a panic is the report
 
 mod anthropic;
+pub mod discord;
 mod fixtures;
 mod gate;
 mod gemini;
@@ -62,6 +64,7 @@ pub mod gguf;
 pub mod hub;
 mod inbound;
 pub mod models;
+mod multipart;
 mod openai_chat;
 mod openai_responses;
 mod reply;
@@ -69,6 +72,7 @@ mod server;
 pub mod slack;
 pub mod telegram;
 
+pub use discord::FakeDiscord;
 pub use fixtures::{
     Protocol, chunks_to_sse, fixture_bytes, fixture_path, fixtures_dir, replay_list,
 };

@@ -53,6 +53,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, watch};
 
 use crate::fixtures::fixture_bytes;
+use crate::multipart::multipart_parts;
 
 /// One call the fake received.
 #[derive(Debug, Clone, PartialEq)]
@@ -538,71 +539,6 @@ fn parameters(headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> (Value, 
         }
     }
     (Value::Object(params), upload)
-}
-
-/// One part of a `multipart/form-data` body.
-struct Part {
-    name: String,
-    file_name: Option<String>,
-    bytes: Vec<u8>,
-}
-
-/// The parts of a `multipart/form-data` body; a part without a name is skipped.
-fn multipart_parts(body: &[u8], boundary: &str) -> Vec<Part> {
-    let delimiter = format!("--{boundary}");
-    let delimiter = delimiter.as_bytes();
-    let mut parts = Vec::new();
-    let mut starts = Vec::new();
-    let mut at = 0;
-    while let Some(found) = find(&body[at..], delimiter) {
-        starts.push(at + found);
-        at += found + delimiter.len();
-    }
-    for pair in starts.windows(2) {
-        // After the delimiter's CRLF, up to the CRLF before the next one.
-        let part = &body[pair[0] + delimiter.len()..pair[1]];
-        let part = part.strip_prefix(b"\r\n").unwrap_or(part);
-        let part = part.strip_suffix(b"\r\n").unwrap_or(part);
-        let Some(split) = find(part, b"\r\n\r\n") else {
-            continue;
-        };
-        let head = String::from_utf8_lossy(&part[..split]);
-        let bytes = part[split + 4..].to_vec();
-        let disposition = head
-            .lines()
-            .find(|line| {
-                line.to_ascii_lowercase()
-                    .starts_with("content-disposition:")
-            })
-            .unwrap_or_default();
-        let attribute = |key: &str| {
-            disposition
-                .split(';')
-                .map(str::trim)
-                .find_map(|item| item.strip_prefix(key))
-                // A quoted string: reqwest escapes a quote or backslash in it.
-                .map(|value| {
-                    value
-                        .trim_matches('"')
-                        .replace("\\\"", "\"")
-                        .replace("\\\\", "\\")
-                })
-        };
-        if let Some(name) = attribute("name=") {
-            parts.push(Part {
-                name,
-                file_name: attribute("filename="),
-                bytes,
-            });
-        }
-    }
-    parts
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack
-        .windows(needle.len())
-        .position(|window| window == needle)
 }
 
 /// An integer parameter, sent as a number (JSON) or as text (a form).

@@ -160,6 +160,7 @@ pub(crate) fn normalize(
         chat_id: message.chat.id.to_string(),
         chat_type,
         chat_title: message.chat.title.clone(),
+        guild_id: None,
         thread_id: thread_id.map(|id| id.to_string()),
         sender,
         text: command_for_gateway(text, entities, bot),

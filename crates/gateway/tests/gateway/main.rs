@@ -4,6 +4,7 @@
 mod api;
 mod chat_turns;
 mod cron;
+mod discord;
 mod fake_channel;
 mod harness;
 mod heartbeat;

@@ -83,6 +83,7 @@ pub fn build(
         "models",
         "channels.telegram.grants",
         "channels.slack.grants",
+        "channels.discord.grants",
     ] {
         config.require(section)?;
     }
@@ -142,6 +143,17 @@ pub fn build(
                 env.user_home.as_deref(),
             )
             .with_context(|| format!("channels.slack ({})", env.config_path.display()))?,
+        );
+    }
+    if let Some(discord) = &config.channels.discord {
+        channel_grants.insert(
+            "discord".to_owned(),
+            grants_from_config(
+                &discord.grants,
+                "channels.discord.grants",
+                env.user_home.as_deref(),
+            )
+            .with_context(|| format!("channels.discord ({})", env.config_path.display()))?,
         );
     }
     let (skill_roots, host) = env.skills(config, id);

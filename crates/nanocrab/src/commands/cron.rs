@@ -100,15 +100,24 @@ fn check_channel(env: &Env, config: &Config, deliver: &str) -> anyhow::Result<()
         return Ok(());
     };
     let telegram = config.channels.telegram.as_ref().filter(|t| t.enabled);
+    let discord = config
+        .channels
+        .discord
+        .as_ref()
+        .filter(|d| d.enabled && cfg!(feature = "discord"));
     let slack = config
         .channels
         .slack
         .as_ref()
         .filter(|s| s.enabled && cfg!(feature = "slack"));
-    let running: Vec<&str> = [telegram.map(|_| "telegram"), slack.map(|_| "slack")]
-        .into_iter()
-        .flatten()
-        .collect();
+    let running: Vec<&str> = [
+        telegram.map(|_| "telegram"),
+        discord.map(|_| "discord"),
+        slack.map(|_| "slack"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     if !running.contains(&channel.as_str()) {
         let running = if running.is_empty() {
             "none is enabled".to_owned()

@@ -37,6 +37,9 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     if config.channels.slack.as_ref().is_some_and(|s| s.enabled) {
         config.require("channels.slack")?;
     }
+    if config.channels.discord.as_ref().is_some_and(|d| d.enabled) {
+        config.require("channels.discord")?;
+    }
     let bus = OutboundBus::new();
     let web_bus = bus.clone();
     let approvals = Approvals::new(bus.clone());
@@ -140,6 +143,9 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         tracing::warn!(
             "channels.slack: this nanocrab was built without Slack (the `slack` feature); the section is ignored"
         );
+    }
+    if let Some(discord) = config.channels.discord.as_ref().filter(|d| d.enabled) {
+        discord_channels(env, discord, &state_dir, &mut channels)?;
     }
     for (name, section) in &config.channels.other {
         if section.get("enabled").and_then(|e| e.as_bool()) != Some(false) {
@@ -308,6 +314,62 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         served.context("the HTTP server task failed")??;
         anyhow::Ok(())
     })
+}
+
+/// One channel per bot of `channels.discord`: the section's own token (or
+/// `DISCORD_BOT_TOKEN`) as the `default` account, and each enabled entry of `accounts`.
+#[cfg(feature = "discord")]
+fn discord_channels(
+    env: &Env,
+    discord: &nanocrab_config::DiscordConfig,
+    state_dir: &std::path::Path,
+    channels: &mut Vec<Arc<dyn Channel>>,
+) -> anyhow::Result<()> {
+    use nanocrab_channels::discord::{DiscordChannel, DiscordSettings};
+
+    let mut bots = Vec::new();
+    let own = Some(discord.token.clone())
+        .filter(|token| !token.is_empty())
+        .or_else(|| Env::var("DISCORD_BOT_TOKEN").filter(|_| discord.accounts.is_empty()));
+    match own {
+        Some(token) => bots.push(("default".to_owned(), token)),
+        None if discord.accounts.is_empty() => anyhow::bail!(
+            "{}: `channels.discord.token` is empty and DISCORD_BOT_TOKEN is not set; give the bot token of the application's Bot page, or set \"enabled\": false",
+            env.config_path.display()
+        ),
+        None => {}
+    }
+    for (name, account) in discord.accounts.iter().filter(|(_, a)| a.enabled) {
+        anyhow::ensure!(
+            !account.token.is_empty(),
+            "{}: `channels.discord.accounts.{name}.token` is empty",
+            env.config_path.display()
+        );
+        bots.push((name.clone(), account.token.clone()));
+    }
+    for (account, token) in bots {
+        let settings =
+            DiscordSettings::from_config(discord, &account, token, state_dir.to_path_buf());
+        let channel = DiscordChannel::new(settings).with_context(|| {
+            format!("{}: `channels.discord.apiBase`", env.config_path.display())
+        })?;
+        channels.push(Arc::new(channel));
+    }
+    Ok(())
+}
+
+/// Without the `discord` feature a `channels.discord` section cannot run.
+#[cfg(not(feature = "discord"))]
+fn discord_channels(
+    env: &Env,
+    _discord: &nanocrab_config::DiscordConfig,
+    _state_dir: &std::path::Path,
+    _channels: &mut Vec<Arc<dyn Channel>>,
+) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "{}: `channels.discord` is enabled, but this nanocrab was built without the `discord` feature",
+        env.config_path.display()
+    )
 }
 
 /// SIGINT (Ctrl-C) or SIGTERM (service managers, `kill`).

@@ -286,6 +286,15 @@ pub fn redactor(config: &Config) -> Redactor {
             secrets.push((format!("{key}.appToken"), account.app_token.clone()));
         }
     }
+    if let Some(discord) = &config.channels.discord {
+        secrets.push(("channels.discord.token".into(), discord.token.clone()));
+        for (name, account) in &discord.accounts {
+            secrets.push((
+                format!("channels.discord.accounts.{name}.token"),
+                account.token.clone(),
+            ));
+        }
+    }
     if let Some(token) = &config.gateway.auth.token {
         secrets.push(("gateway.auth.token".into(), token.clone()));
     }

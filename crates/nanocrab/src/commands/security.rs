@@ -195,23 +195,43 @@ fn settings(config: &Config) -> Vec<Finding> {
             });
         }
     }
+    // Each chat channel's policies, as (name, dmPolicy, groupPolicy, what a group is there).
+    let mut policies = Vec::new();
     if let Some(telegram) = config.channels.telegram.as_ref().filter(|t| t.enabled) {
-        match telegram.dm_policy {
+        policies.push((
+            "telegram",
+            telegram.dm_policy,
+            telegram.group_policy,
+            "any group the bot is added to",
+            "list the groups in groups",
+        ));
+    }
+    if let Some(discord) = config.channels.discord.as_ref().filter(|d| d.enabled) {
+        policies.push((
+            "discord",
+            discord.dm_policy,
+            discord.group_policy,
+            "any server the bot is invited to",
+            "list the servers or channels in guilds",
+        ));
+    }
+    for (channel, dm_policy, group_policy, groups, listing) in policies {
+        match dm_policy {
             DmPolicy::Open => findings.push(Finding {
                 severity: Severity::Risk,
-                place: "channels.telegram.dmPolicy".into(),
+                place: format!("channels.{channel}.dmPolicy"),
                 what: "`open`: anyone who finds the bot can talk to your agent and use its tools"
                     .into(),
                 fix: "use `pairing` (the default) or `allowlist` with allowFrom".into(),
             }),
             DmPolicy::Pairing | DmPolicy::Allowlist | DmPolicy::Disabled => {}
         }
-        match telegram.group_policy {
+        match group_policy {
             GroupPolicy::Open => findings.push(Finding {
                 severity: Severity::Warning,
-                place: "channels.telegram.groupPolicy".into(),
-                what: "`open`: any group the bot is added to can talk to your agent".into(),
-                fix: "use `allowlist` (the default) and list the groups in groups".into(),
+                place: format!("channels.{channel}.groupPolicy"),
+                what: format!("`open`: {groups} can talk to your agent"),
+                fix: format!("use `allowlist` (the default) and {listing}"),
             }),
             GroupPolicy::Allowlist | GroupPolicy::Disabled => {}
         }

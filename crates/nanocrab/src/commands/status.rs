@@ -201,6 +201,37 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         }
         None => {}
     }
+    match &config.channels.discord {
+        Some(discord) if !discord.enabled => outln!("discord    off (enabled: false)")?,
+        Some(discord) => {
+            let token = if !discord.token.is_empty() {
+                "token in the config"
+            } else if !discord.accounts.is_empty() {
+                "no default token"
+            } else if Env::var("DISCORD_BOT_TOKEN").is_some() {
+                "token from DISCORD_BOT_TOKEN"
+            } else {
+                "no token: set channels.discord.token or DISCORD_BOT_TOKEN"
+            };
+            let accounts = discord.accounts.values().filter(|a| a.enabled).count();
+            outln!(
+                "discord    {token}{}; dmPolicy {}, groupPolicy {}, allowFrom {}, guilds {}",
+                match accounts {
+                    0 => String::new(),
+                    n => format!(" + {n} more account(s)"),
+                },
+                serde_json::to_value(discord.dm_policy)?
+                    .as_str()
+                    .unwrap_or_default(),
+                serde_json::to_value(discord.group_policy)?
+                    .as_str()
+                    .unwrap_or_default(),
+                discord.allow_from.len(),
+                discord.guilds.len()
+            )?;
+        }
+        None => {}
+    }
     for name in config.channels.other.keys() {
         outln!("{name:<10} no {name} channel in this nanocrab yet; the section is ignored")?;
     }

@@ -97,7 +97,8 @@ fn status_shows_the_gateway_and_its_channels() {
     let mut config = home.base_config();
     config["channels"] = serde_json::json!({
         "telegram": {"allowFrom": ["42"], "groups": {"-100": {}}},
-        "discord": {"enabled": true, "token": ""},
+        "discord": {"enabled": true, "token": "", "guilds": {"81384788765712384": {}}},
+        "feishu": {"enabled": true},
     });
     config["gateway"] = serde_json::json!({"auth": {"token": "gw-token"}});
     home.write_config(config);
@@ -111,7 +112,8 @@ fn status_shows_the_gateway_and_its_channels() {
     for line in [
         "gateway    http://127.0.0.1:18790 (token set)",
         "telegram   token from TELEGRAM_BOT_TOKEN; dmPolicy pairing, allowFrom 1, groups 1",
-        "discord    no discord channel in this nanocrab yet; the section is ignored",
+        "discord    no token: set channels.discord.token or DISCORD_BOT_TOKEN; dmPolicy pairing, groupPolicy allowlist, allowFrom 0, guilds 1",
+        "feishu     no feishu channel in this nanocrab yet; the section is ignored",
         "tools      exec allowlist, sandbox auto (Landlock + seccomp); grants: none; approvals wait 120 s",
     ] {
         assert!(run.stdout.contains(line), "{line} missing:\n{}", run.stdout);

@@ -70,6 +70,36 @@ fn the_audit_names_each_risk_with_its_fix_and_fix_makes_private_files_private() 
 }
 
 #[test]
+fn the_audit_flags_open_discord_policies() {
+    let home = Home::new(Wire::Anthropic);
+    make_private(&home);
+    let mut config = home.base_config();
+    config["channels"] = json!({"discord": {
+        "token": "${DISCORD_BOT_TOKEN}", "dmPolicy": "open", "groupPolicy": "open",
+    }});
+    home.write_config(config);
+    let run = home.run(
+        home.nanocrab()
+            .env("DISCORD_BOT_TOKEN", "MTAx.secret")
+            .args(["security", "audit"]),
+    );
+    assert!(!run.success);
+    assert!(!run.stdout.contains("MTAx.secret"));
+    for needle in [
+        "channels.discord.dmPolicy",
+        "`open`: anyone who finds the bot can talk to your agent and use its tools",
+        "channels.discord.groupPolicy",
+        "`open`: any server the bot is invited to can talk to your agent",
+    ] {
+        assert!(
+            run.stdout.contains(needle),
+            "{needle} missing:\n{}",
+            run.stdout
+        );
+    }
+}
+
+#[test]
 fn the_audit_flags_a_web_page_reachable_from_the_network_without_a_token() {
     let home = Home::new(Wire::Anthropic);
     make_private(&home);
