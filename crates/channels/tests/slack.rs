@@ -120,6 +120,7 @@ fn recorded_channel_message() -> InboundMessage {
         chat_id: "C111".to_owned(),
         chat_type: ChatType::Group,
         chat_title: None,
+        guild_id: None,
         thread_id: None,
         sender: Sender {
             id: "U222".to_owned(),

@@ -126,6 +126,7 @@ pub(crate) fn normalize(
         },
         chat_title: None,
         guild_id: message.guild_id.map(|guild| guild.to_string()),
+        team_id: None,
         thread_id: place.thread_id,
         sender: Sender {
             id: author.id.to_string(),

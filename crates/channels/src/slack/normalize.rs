@@ -56,6 +56,7 @@ pub(crate) fn normalize_event(
         chat_id: channel.clone(),
         chat_type: chat_type(event, channel),
         chat_title: None,
+        guild_id: None,
         thread_id: event.thread_ts.clone().filter(|thread| thread != ts),
         sender: Sender {
             id: sender_id,
@@ -99,6 +100,7 @@ pub(crate) fn normalize_command(
             ChatType::Group
         },
         chat_title: None,
+        guild_id: None,
         thread_id: None,
         sender: Sender {
             id: command.user_id.clone(),
