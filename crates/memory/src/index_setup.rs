@@ -50,16 +50,17 @@ impl IndexSetup {
 
     /// The index brought up to date with the files, then searched. With a watch, only what it
     /// saw change is synced first. Without one, looking at every file costs about as much as
-    /// the search at 100,000 chunks, so the two run side by side: the search of the index as
-    /// it is stands when the look finds nothing changed (nearly always), and is made again
-    /// on the brought-up-to-date index when it does.
+    /// a keyword search at 100,000 chunks, so for a keyword search the two run side by side:
+    /// the search of the index as it is stands when the look finds nothing changed (nearly
+    /// always), and is made again on the brought-up-to-date index when it does. A search
+    /// that asks a model for the query's vector looks first: made twice, it would ask twice.
     pub async fn search(
         &self,
         query: &str,
         options: &SearchOptions,
     ) -> Result<SearchResults, IndexError> {
         let mut index = self.open().await?;
-        if self.watch.is_some() {
+        if self.watch.is_some() || self.embeddings.provider().is_some() {
             self.refresh(&mut index).await?;
             return index.search(query, options).await;
         }
