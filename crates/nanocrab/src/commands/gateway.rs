@@ -57,6 +57,12 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("cannot create {}", state_dir.display()))?;
 
+    // Made before the channels, and entered while they are made: Discord's HTTP client starts
+    // its rate limiter as a task of the runtime it is made in.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let making_channels = runtime.enter();
     let mut channels: Vec<Arc<dyn Channel>> = Vec::new();
     if let Some(telegram) = config.channels.telegram.as_ref().filter(|t| t.enabled) {
         let token = Some(telegram.token.clone())
@@ -154,6 +160,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             );
         }
     }
+    drop(making_channels);
     // The chats the agents' `message` tool writes to, on the channels just made.
     let messages = TurnMessages::new(
         bus.clone(),
@@ -250,9 +257,6 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         built.insert(key, Arc::clone(&agent));
         Ok(agent)
     });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
     runtime.block_on(async move {
         let listener = server::bind(&config.gateway).await?;
         let address = listener.local_addr()?;

@@ -9,6 +9,8 @@ mod api_session;
 mod approvals;
 mod config_errors;
 mod cron;
+#[cfg(feature = "discord")]
+mod discord;
 mod exec_escapes;
 mod first_hour;
 mod gateway;
