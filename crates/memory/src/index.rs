@@ -26,8 +26,6 @@ use crate::vectors::{self, Content, EXACT_MARGIN};
 const SCHEMA_VERSION: i64 = 4;
 /// The key in `meta` that says for which model and content version every chunk has a vector.
 const WHOLE_KEY: &str = "vectors_whole";
-/// Bytes of the index file a connection maps into memory at most.
-const MMAP_SIZE: i64 = 256 << 20;
 /// Bytes the -wal file is cut back to once checkpointed.
 const WAL_SIZE_LIMIT: i64 = 8 << 20;
 /// Chunks embedded per model call and per transaction: a killed indexer loses at most one.
@@ -184,10 +182,6 @@ impl MemoryIndex {
         // A first build is one transaction as large as the index, and the -wal file keeps its
         // largest size unless told otherwise.
         conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
-            .map_err(sql)?;
-        // A search reads the pages of the full-text index where they lie in the page cache,
-        // not a copy of each through a read call: BM25 looks up every matching chunk's size.
-        conn.pragma_update(None, "mmap_size", MMAP_SIZE)
             .map_err(sql)?;
         create_schema(&conn).map_err(sql)?;
         let version: Option<i64> = conn
