@@ -5,12 +5,20 @@
 //! [`InboundMessage`](nanocrab_schema::InboundMessage) and hands it to the gateway through an
 //! [`InboundSink`]; it sends the gateway's answers back in the platform's own markup.
 
+#[cfg(any(feature = "telegram", feature = "slack"))]
+mod backoff;
+#[cfg(any(feature = "telegram", feature = "slack"))]
+mod block_text;
 mod channel;
 #[cfg(feature = "discord")]
 pub mod discord;
+#[cfg(any(feature = "telegram", feature = "slack", feature = "discord"))]
+mod error_text;
 mod sink;
 #[cfg(feature = "slack")]
 pub mod slack;
+#[cfg(any(feature = "telegram", feature = "discord"))]
+mod state_file;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 

@@ -24,6 +24,7 @@ use twilight_model::id::marker::{ChannelMarker, MessageMarker};
 use super::markdown::{MESSAGE_LIMIT, render, split};
 use super::normalize::{BotIdentity, CHANNEL, Normalized, Place, normalize};
 use super::session::{SavedSession, SessionFile};
+use crate::error_text::with_causes;
 use crate::{Channel, ChannelCapabilities, ChannelError, InboundSink, SentMessage};
 
 /// Messages in servers and DMs, with their text: Message Content is a privileged intent,
@@ -302,11 +303,12 @@ fn channel_error(err: &twilight_http::Error, method: &str) -> ChannelError {
             message: std::error::Error::source(err)
                 .map_or_else(|| err.to_string(), ToString::to_string),
         },
-        // No answer, or one that could not be read; the enum is open to new kinds.
+        // No answer, or one that could not be read; the enum is open to new kinds. The cause
+        // says which (twilight's own message only says "parsing or receiving … failed").
         _ => ChannelError::Transport {
             channel: CHANNEL.to_owned(),
             method: method.to_owned(),
-            message: err.to_string(),
+            message: with_causes(err),
         },
     }
 }

@@ -7,10 +7,10 @@
 //! most what the gateway's journal already holds, and it drops those as redeliveries. A
 //! session Discord no longer knows is answered with a new one, which replaces the file.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use crate::state_file::StateFile;
 use serde::{Deserialize, Serialize};
-use tokio::io::AsyncWriteExt as _;
 
 /// What resuming needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,33 +22,23 @@ pub(crate) struct SavedSession {
 
 #[derive(Debug)]
 pub(crate) struct SessionFile {
-    path: PathBuf,
+    file: StateFile,
 }
 
 impl SessionFile {
     pub fn new(state_dir: &Path, account: &str) -> Self {
-        let account: String = account
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
         Self {
-            path: state_dir.join(format!("discord-{account}.session")),
+            file: StateFile::new(state_dir, "discord", account, "session"),
         }
     }
 
     /// The session to resume; `None` on a first start or when the file cannot be read.
     pub async fn load(&self) -> Option<SavedSession> {
-        let text = match tokio::fs::read_to_string(&self.path).await {
+        let text = match tokio::fs::read_to_string(self.file.path()).await {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
             Err(err) => {
-                tracing::warn!(path = %self.path.display(), error = %err,
+                tracing::warn!(path = %self.file.path().display(), error = %err,
                     "discord: cannot read the saved gateway session; starting a new one");
                 return None;
             }
@@ -56,25 +46,17 @@ impl SessionFile {
         match serde_json::from_str(&text) {
             Ok(saved) => Some(saved),
             Err(err) => {
-                tracing::warn!(path = %self.path.display(), error = %err,
+                tracing::warn!(path = %self.file.path().display(), error = %err,
                     "discord: the saved gateway session is unreadable; starting a new one");
                 None
             }
         }
     }
 
-    /// Saves `session` whole or not at all: a temporary file renamed over the old one.
+    /// Saves `session` whole or not at all.
     pub async fn save(&self, session: &SavedSession) -> std::io::Result<()> {
-        if let Some(dir) = self.path.parent() {
-            tokio::fs::create_dir_all(dir).await?;
-        }
-        let temporary = self.path.with_extension("session.tmp");
-        let mut file = tokio::fs::File::create(&temporary).await?;
-        file.write_all(&serde_json::to_vec(session).map_err(std::io::Error::other)?)
-            .await?;
-        file.sync_all().await?;
-        drop(file);
-        tokio::fs::rename(&temporary, &self.path).await
+        let bytes = serde_json::to_vec(session).map_err(std::io::Error::other)?;
+        self.file.save(&bytes).await
     }
 }
 

@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::ChannelError;
+use crate::error_text::{excerpt, redact, with_causes};
 use nanocrab_config::http::Timeouts;
 
 /// The channel's name in errors and logs.
@@ -199,7 +200,7 @@ impl WebApi {
             .body(bytes.to_vec())
             .send()
             .await
-            .map_err(|err| CallError::Transport(self.describe(&err.without_url())))?;
+            .map_err(|err| CallError::Transport(self.redact(&with_causes(&err.without_url()))))?;
         let status = response.status();
         if status.is_success() {
             return Ok(());
@@ -207,7 +208,7 @@ impl WebApi {
         let text = response.text().await.unwrap_or_default();
         Err(CallError::Api {
             status: status.as_u16(),
-            error: self.excerpt(&text),
+            error: self.redact(excerpt(&text)),
             retry_after: None,
         })
     }
@@ -233,7 +234,7 @@ impl WebApi {
             .timeout(FILE_TIMEOUT)
             .send()
             .await
-            .map_err(|err| transport(self.describe(&err.without_url())))?;
+            .map_err(|err| transport(self.redact(&with_causes(&err.without_url()))))?;
         if !response.status().is_success() {
             let status = response.status().as_u16();
             let text = response.text().await.unwrap_or_default();
@@ -241,7 +242,7 @@ impl WebApi {
                 channel: CHANNEL.to_owned(),
                 method: "download".to_owned(),
                 status: Some(status),
-                message: self.excerpt(&text),
+                message: self.redact(excerpt(&text)),
             });
         }
         if let Some(length) = response.content_length().filter(|length| *length > limit) {
@@ -251,7 +252,7 @@ impl WebApi {
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|err| transport(self.describe(&err.without_url())))?
+            .map_err(|err| transport(self.redact(&with_causes(&err.without_url()))))?
         {
             bytes.extend_from_slice(&chunk);
             if bytes.len() as u64 > limit {
@@ -266,8 +267,8 @@ impl WebApi {
         &self,
         sent: Result<reqwest::Response, reqwest::Error>,
     ) -> Result<T, CallError> {
-        let response =
-            sent.map_err(|err| CallError::Transport(self.describe(&err.without_url())))?;
+        let response = sent
+            .map_err(|err| CallError::Transport(self.redact(&with_causes(&err.without_url()))))?;
         let status = response.status();
         let retry_after = response
             .headers()
@@ -277,7 +278,7 @@ impl WebApi {
         let bytes = response
             .bytes()
             .await
-            .map_err(|err| CallError::Transport(self.describe(&err.without_url())))?;
+            .map_err(|err| CallError::Transport(self.redact(&with_causes(&err.without_url()))))?;
         let body: Value = match serde_json::from_slice(&bytes) {
             Ok(body) => body,
             Err(err) if status.is_success() => {
@@ -289,7 +290,7 @@ impl WebApi {
             Err(_) => {
                 return Err(CallError::Api {
                     status: status.as_u16(),
-                    error: self.excerpt(&String::from_utf8_lossy(&bytes)),
+                    error: self.redact(excerpt(&String::from_utf8_lossy(&bytes))),
                     retry_after,
                 });
             }
@@ -309,38 +310,8 @@ impl WebApi {
         })
     }
 
-    /// An error and its causes on one line, the tokens scrubbed out.
-    fn describe(&self, err: &dyn std::error::Error) -> String {
-        let mut text = err.to_string();
-        let mut source = err.source();
-        while let Some(cause) = source {
-            let line = cause.to_string();
-            // hyper and reqwest often repeat their cause in their own message.
-            if !text.contains(&line) {
-                text.push_str(": ");
-                text.push_str(&line);
-            }
-            source = cause.source();
-        }
-        self.redact(&text)
-    }
-
-    /// The start of a body that is not the API's JSON, for an error message.
-    fn excerpt(&self, text: &str) -> String {
-        let text = text.trim();
-        let cut = text
-            .char_indices()
-            .nth(200)
-            .map_or(text, |(index, _)| &text[..index]);
-        self.redact(cut)
-    }
-
+    /// `text` without either token.
     pub fn redact(&self, text: &str) -> String {
-        [&self.bot_token, &self.app_token]
-            .into_iter()
-            .filter(|token| !token.is_empty())
-            .fold(text.to_owned(), |text, token| {
-                text.replace(token.as_str(), "[token]")
-            })
+        redact(text, &[&self.bot_token, &self.app_token])
     }
 }

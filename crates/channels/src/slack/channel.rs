@@ -23,6 +23,7 @@ use super::types::{
     AuthTest, ConnectionsOpen, Done, EventCallback, FileInfo, Frame as Envelope, Posted,
     SlashCommand, UploadUrl,
 };
+use crate::backoff::Backoff;
 use crate::{Channel, ChannelCapabilities, ChannelError, InboundSink, SentMessage};
 
 /// The most a download may be: files past it are described to the model, not fetched.
@@ -33,8 +34,6 @@ const MAX_RETRY_AFTER: u64 = 60;
 
 /// How many times a call that failed for now (429, 5xx, no answer) is tried in all.
 const CALL_ATTEMPTS: u32 = 4;
-
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// How many delivered events are remembered to recognise Slack's redeliveries.
 const REMEMBERED_EVENTS: usize = 2048;
@@ -410,29 +409,6 @@ impl SlackChannel {
         })
         .await?;
         Ok(target.file_id)
-    }
-}
-
-/// Exponential backoff from the first pause, doubling up to 30 s.
-#[derive(Debug)]
-struct Backoff {
-    first: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    fn new(first: Duration) -> Self {
-        Self { first, next: first }
-    }
-
-    fn next(&mut self) -> Duration {
-        let pause = self.next;
-        self.next = (pause * 2).min(MAX_BACKOFF);
-        pause
-    }
-
-    fn reset(&mut self) {
-        self.next = self.first;
     }
 }
 

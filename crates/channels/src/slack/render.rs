@@ -5,6 +5,7 @@
 //! `•` or numbered lines. `&`, `<` and `>` are escaped everywhere, as Slack asks, so stray
 //! markup in an answer can never turn into a mention or a link.
 
+use crate::block_text::{BlockText, escape};
 use pulldown_cmark::{CodeBlockKind, Event, LinkType, Options, Parser, Tag, TagEnd};
 
 /// The line drawn for a thematic break (`---`).
@@ -16,27 +17,12 @@ pub(crate) fn markdown_to_mrkdwn(markdown: &str) -> String {
     for event in Parser::new_ext(markdown, options) {
         renderer.event(event);
     }
-    renderer.out
-}
-
-/// The separator owed before the next block; written only once something follows, so the
-/// message never ends with blank lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-enum Break {
-    #[default]
-    None,
-    Line,
-    Paragraph,
+    renderer.text.out
 }
 
 #[derive(Default)]
 struct Renderer {
-    out: String,
-    pending: Break,
-    /// Just after a list marker: the block that follows starts right there.
-    at_block_start: bool,
-    /// One entry per open list: the next number of an ordered one.
-    lists: Vec<Option<u64>>,
+    text: BlockText,
     /// Where each open quote's text starts: its lines get `>` when it ends.
     quotes: Vec<usize>,
     /// Per open link: its address and where its text starts.
@@ -52,18 +38,18 @@ impl Renderer {
             Event::End(tag) => self.end(tag),
             Event::Text(text) => match &mut self.code {
                 Some(code) => code.push_str(&text),
-                None => self.write(&escape(&text)),
+                None => self.text.write(&escape(&text)),
             },
-            Event::Code(code) => self.write(&format!("`{}`", escape(&code))),
-            Event::InlineMath(text) | Event::DisplayMath(text) => self.write(&escape(&text)),
-            Event::Html(html) | Event::InlineHtml(html) => self.write(&escape(&html)),
-            Event::FootnoteReference(label) => self.write(&escape(&format!("[{label}]"))),
-            Event::SoftBreak | Event::HardBreak => self.write("\n"),
+            Event::Code(code) => self.text.write(&format!("`{}`", escape(&code))),
+            Event::InlineMath(text) | Event::DisplayMath(text) => self.text.write(&escape(&text)),
+            Event::Html(html) | Event::InlineHtml(html) => self.text.write(&escape(&html)),
+            Event::FootnoteReference(label) => self.text.write(&escape(&format!("[{label}]"))),
+            Event::SoftBreak | Event::HardBreak => self.text.write("\n"),
             Event::Rule => {
-                self.open_block();
-                self.write(RULE);
+                self.text.open_block();
+                self.text.write(RULE);
             }
-            Event::TaskListMarker(done) => self.write(if done { "☑ " } else { "☐ " }),
+            Event::TaskListMarker(done) => self.text.write(if done { "☑ " } else { "☐ " }),
         }
     }
 
@@ -78,48 +64,32 @@ impl Renderer {
             | Tag::DefinitionListTitle
             | Tag::DefinitionListDefinition
             | Tag::FootnoteDefinition(_)
-            | Tag::MetadataBlock(_) => self.open_block(),
+            | Tag::MetadataBlock(_) => self.text.open_block(),
             Tag::TableCell | Tag::Superscript | Tag::Subscript => {}
             Tag::Heading { .. } => {
-                self.open_block();
-                self.write("*");
+                self.text.open_block();
+                self.text.write("*");
             }
             Tag::BlockQuote(_) => {
-                self.open_block();
+                self.text.open_block();
                 // The separator goes before the quote, not inside it.
-                self.write("");
-                self.quotes.push(self.out.len());
-                self.at_block_start = true;
+                self.text.write("");
+                self.quotes.push(self.text.out.len());
+                self.text.start_here();
             }
             Tag::CodeBlock(kind) => {
-                self.open_block();
+                self.text.open_block();
                 // mrkdwn has no languages: an indented block and a fenced one look alike.
                 match kind {
                     CodeBlockKind::Fenced(_) | CodeBlockKind::Indented => {}
                 }
                 self.code = Some(String::new());
             }
-            Tag::List(first) => {
-                self.open_block();
-                self.lists.push(first);
-            }
-            Tag::Item => {
-                self.open_block();
-                let indent = "  ".repeat(self.lists.len().saturating_sub(1));
-                let marker = match self.lists.last_mut() {
-                    Some(Some(number)) => {
-                        let marker = format!("{number}. ");
-                        *number += 1;
-                        marker
-                    }
-                    Some(None) | None => "• ".to_owned(),
-                };
-                self.write(&format!("{indent}{marker}"));
-                self.at_block_start = true;
-            }
-            Tag::Emphasis => self.write("_"),
-            Tag::Strong => self.write("*"),
-            Tag::Strikethrough => self.write("~"),
+            Tag::List(first) => self.text.start_list(first),
+            Tag::Item => self.text.start_item(),
+            Tag::Emphasis => self.text.write("_"),
+            Tag::Strong => self.text.write("*"),
+            Tag::Strikethrough => self.text.write("~"),
             Tag::Link {
                 link_type,
                 dest_url,
@@ -131,7 +101,7 @@ impl Renderer {
                 ..
             } => {
                 // Written once the text is known: `<url|text>`, or the text and the address.
-                self.write("");
+                self.text.write("");
                 let url = match link_type {
                     LinkType::Email => format!("mailto:{dest_url}"),
                     LinkType::Inline
@@ -144,7 +114,7 @@ impl Renderer {
                     | LinkType::Autolink
                     | LinkType::WikiLink { .. } => dest_url.into_string(),
                 };
-                self.links.push((url, self.out.len()));
+                self.links.push((url, self.text.out.len()));
             }
         }
     }
@@ -166,22 +136,21 @@ impl Renderer {
             | TagEnd::Item => {}
             TagEnd::HtmlBlock => {
                 // Each line of raw HTML comes with its newline; the block's last is one too many.
-                let kept = self.out.trim_end_matches('\n').len();
-                self.out.truncate(kept);
+                let kept = self.text.out.trim_end_matches('\n').len();
+                self.text.out.truncate(kept);
             }
-            TagEnd::Heading(_) => self.write("*"),
+            TagEnd::Heading(_) => self.text.write("*"),
             TagEnd::BlockQuote(_) => {
                 if let Some(start) = self.quotes.pop() {
-                    let quoted: String = self.out[start..]
+                    let quoted: String = self.text.out[start..]
                         .split('\n')
                         .map(|line| format!("&gt; {line}"))
                         .collect::<Vec<_>>()
                         .join("\n");
-                    self.out.truncate(start);
-                    self.out.push_str(&quoted);
+                    self.text.out.truncate(start);
+                    self.text.out.push_str(&quoted);
                     // A separator owed inside the quote is not written.
-                    self.pending = Break::None;
-                    self.at_block_start = false;
+                    self.text.owe_nothing();
                 }
                 // An outer quote prefixes these lines again: `&gt; &gt;` is `>>`, as Slack
                 // shows nested quotes flat anyway.
@@ -189,18 +158,16 @@ impl Renderer {
             TagEnd::CodeBlock => {
                 if let Some(code) = self.code.take() {
                     let code = escape(code.strip_suffix('\n').unwrap_or(&code));
-                    self.write(&format!("```\n{code}\n```"));
+                    self.text.write(&format!("```\n{code}\n```"));
                 }
             }
-            TagEnd::List(_) => {
-                self.lists.pop();
-            }
-            TagEnd::Emphasis => self.write("_"),
-            TagEnd::Strong => self.write("*"),
-            TagEnd::Strikethrough => self.write("~"),
+            TagEnd::List(_) => self.text.end_list(),
+            TagEnd::Emphasis => self.text.write("_"),
+            TagEnd::Strong => self.text.write("*"),
+            TagEnd::Strikethrough => self.text.write("~"),
             TagEnd::Link | TagEnd::Image => {
                 if let Some((url, text_start)) = self.links.pop() {
-                    let text = self.out.split_off(text_start.min(self.out.len()));
+                    let text = self.text.out.split_off(text_start.min(self.text.out.len()));
                     let linkable = ["http://", "https://", "mailto:"]
                         .iter()
                         .any(|scheme| url.to_ascii_lowercase().starts_with(scheme));
@@ -216,49 +183,11 @@ impl Renderer {
                         (false, true) => escape(&url),
                         (false, false) => format!("{text} ({})", escape(&url)),
                     };
-                    self.out.push_str(&link);
+                    self.text.out.push_str(&link);
                 }
             }
         }
     }
-
-    /// A block starts: owe the separator from whatever came before.
-    fn open_block(&mut self) {
-        if self.out.is_empty() || self.at_block_start {
-            return;
-        }
-        let wanted = if self.lists.is_empty() {
-            Break::Paragraph
-        } else {
-            Break::Line
-        };
-        self.pending = self.pending.max(wanted);
-    }
-
-    fn write(&mut self, text: &str) {
-        match self.pending {
-            Break::None => {}
-            Break::Line => self.out.push('\n'),
-            Break::Paragraph => self.out.push_str("\n\n"),
-        }
-        self.pending = Break::None;
-        self.at_block_start = false;
-        self.out.push_str(text);
-    }
-}
-
-/// The three characters Slack wants escaped in message text.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

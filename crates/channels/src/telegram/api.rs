@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 
 use super::types::{Envelope, File};
 use crate::ChannelError;
+use crate::error_text::{excerpt, redact, with_causes};
 use nanocrab_config::http::Timeouts;
 
 /// The channel's name in errors and logs.
@@ -200,7 +201,7 @@ impl BotApi {
             Err(_) => {
                 return Err(CallError::Api {
                     status: status.as_u16(),
-                    description: excerpt(&String::from_utf8_lossy(&bytes), &self.token),
+                    description: redact(excerpt(&String::from_utf8_lossy(&bytes)), &[&self.token]),
                     retry_after: None,
                 });
             }
@@ -262,7 +263,7 @@ impl BotApi {
                 channel: CHANNEL.to_owned(),
                 method: "download".to_owned(),
                 status: Some(status),
-                message: excerpt(&text, &self.token),
+                message: redact(excerpt(&text), &[&self.token]),
             });
         }
         if let Some(length) = response.content_length().filter(|length| *length > limit) {
@@ -285,34 +286,5 @@ impl BotApi {
 
 /// An error and its causes on one line, the token scrubbed out.
 fn describe(err: &dyn std::error::Error, token: &str) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let line = cause.to_string();
-        // hyper and reqwest often repeat their cause in their own message.
-        if !text.contains(&line) {
-            text.push_str(": ");
-            text.push_str(&line);
-        }
-        source = cause.source();
-    }
-    redact(&text, token)
-}
-
-/// The start of a body that is not the API's JSON, for an error message.
-fn excerpt(text: &str, token: &str) -> String {
-    let text = text.trim();
-    let cut = text
-        .char_indices()
-        .nth(200)
-        .map_or(text, |(index, _)| &text[..index]);
-    redact(cut, token)
-}
-
-fn redact(text: &str, token: &str) -> String {
-    if token.is_empty() {
-        text.to_owned()
-    } else {
-        text.replace(token, "[token]")
-    }
+    redact(&with_causes(err), &[token])
 }

@@ -16,6 +16,7 @@ use super::offset::OffsetFile;
 use super::render::markdown_to_html;
 use super::split::{MESSAGE_LIMIT, plain_text, split_html};
 use super::types::{File, Message, Update, User};
+use crate::backoff::Backoff;
 use crate::{Channel, ChannelCapabilities, ChannelError, InboundSink, SentMessage};
 
 /// The update kinds asked for; anything else Telegram might still send is skipped.
@@ -35,8 +36,8 @@ const MAX_RETRY_AFTER: u64 = 60;
 /// How many times a call that failed for now (429, 5xx, no answer) is tried in all.
 const CALL_ATTEMPTS: u32 = 4;
 
+/// The first pause after a failed call; it doubles up to 30 s.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Everything a [`TelegramChannel`] needs, the token already resolved.
 #[derive(Clone)]
@@ -279,30 +280,6 @@ async fn wait_to_retry(
     }
 }
 
-/// Exponential backoff: 1 s doubling up to 30 s, back to 1 s after a success.
-#[derive(Debug)]
-struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    fn new() -> Self {
-        Self {
-            next: FIRST_BACKOFF,
-        }
-    }
-
-    fn next(&mut self) -> Duration {
-        let pause = self.next;
-        self.next = (pause * 2).min(MAX_BACKOFF);
-        pause
-    }
-
-    fn reset(&mut self) {
-        self.next = FIRST_BACKOFF;
-    }
-}
-
 /// An id for the Bot API: a number when it is one (chat, message and thread ids), else the
 /// text (a channel's `@username`).
 fn id_value(id: &str) -> Value {
@@ -335,7 +312,7 @@ impl Channel for TelegramChannel {
         sink: InboundSink,
         shutdown: CancellationToken,
     ) -> Result<(), ChannelError> {
-        let mut backoff = Backoff::new();
+        let mut backoff = Backoff::new(FIRST_BACKOFF);
         let Some(me) = self
             .call_until_ok::<User>("getMe", &json!({}), &mut backoff, &shutdown)
             .await?

@@ -7,78 +7,60 @@
 //! saved offset, which would then confirm it unseen: an offset that old is not used. Nothing
 //! is lost by dropping it, as Telegram keeps unconfirmed updates for a day only.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use tokio::io::AsyncWriteExt as _;
+use crate::state_file::StateFile;
 
 /// How long Telegram keeps numbering updates in sequence without any.
 const SEQUENCE_KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 #[derive(Debug)]
 pub(crate) struct OffsetFile {
-    path: PathBuf,
+    file: StateFile,
 }
 
 impl OffsetFile {
     pub fn new(state_dir: &Path, account: &str) -> Self {
-        let account: String = account
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
         Self {
-            path: state_dir.join(format!("telegram-{account}.offset")),
+            file: StateFile::new(state_dir, "telegram", account, "offset"),
         }
     }
 
     /// The offset to poll from; `None` on a first start.
     pub async fn load(&self) -> Option<i64> {
-        let text = match tokio::fs::read_to_string(&self.path).await {
+        let text = match tokio::fs::read_to_string(self.file.path()).await {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
             Err(err) => {
-                tracing::warn!(path = %self.path.display(), error = %err,
+                tracing::warn!(path = %self.file.path().display(), error = %err,
                     "telegram: cannot read the saved update offset; polling from the oldest update Telegram still holds");
                 return None;
             }
         };
-        let saved = tokio::fs::metadata(&self.path)
+        let saved = tokio::fs::metadata(self.file.path())
             .await
             .and_then(|metadata| metadata.modified())
             .ok();
         let age = saved.and_then(|saved| SystemTime::now().duration_since(saved).ok());
         if age.is_some_and(|age| age > SEQUENCE_KEPT) {
-            tracing::info!(path = %self.path.display(),
+            tracing::info!(path = %self.file.path().display(),
                 "telegram: the saved update offset is over a week old; polling from the oldest update Telegram still holds");
             return None;
         }
         match text.trim().parse() {
             Ok(offset) => Some(offset),
             Err(_) => {
-                tracing::warn!(path = %self.path.display(),
+                tracing::warn!(path = %self.file.path().display(),
                     "telegram: the saved update offset is not a number; polling from the oldest update Telegram still holds");
                 None
             }
         }
     }
 
-    /// Saves `offset` whole or not at all: a temporary file renamed over the old one.
+    /// Saves `offset` whole or not at all.
     pub async fn save(&self, offset: i64) -> std::io::Result<()> {
-        if let Some(dir) = self.path.parent() {
-            tokio::fs::create_dir_all(dir).await?;
-        }
-        let temporary = self.path.with_extension("offset.tmp");
-        let mut file = tokio::fs::File::create(&temporary).await?;
-        file.write_all(format!("{offset}\n").as_bytes()).await?;
-        file.sync_all().await?;
-        drop(file);
-        tokio::fs::rename(&temporary, &self.path).await
+        self.file.save(format!("{offset}\n").as_bytes()).await
     }
 }
 

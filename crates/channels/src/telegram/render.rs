@@ -5,6 +5,7 @@
 //! text, headings bold lines, list items `•` or numbered lines. Everything that is not markup
 //! is escaped, so stray `<` or `&` in an answer can never break the message.
 
+use crate::block_text::{BlockText, escape};
 use pulldown_cmark::{CodeBlockKind, Event, LinkType, Options, Parser, Tag, TagEnd};
 
 /// The line drawn for a thematic break (`---`).
@@ -16,27 +17,12 @@ pub(crate) fn markdown_to_html(markdown: &str) -> String {
     for event in Parser::new_ext(markdown, options) {
         renderer.event(event);
     }
-    renderer.out
-}
-
-/// The separator owed before the next block; written only once something follows, so the
-/// message never ends with blank lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-enum Break {
-    #[default]
-    None,
-    Line,
-    Paragraph,
+    renderer.text.out
 }
 
 #[derive(Default)]
 struct Renderer {
-    out: String,
-    pending: Break,
-    /// Just after a list marker or `<blockquote>`: the block that follows starts right there.
-    at_block_start: bool,
-    /// One entry per open list: the next number of an ordered one.
-    lists: Vec<Option<u64>>,
+    text: BlockText,
     /// Telegram does not nest blockquotes: only the outermost is a tag.
     quote_depth: usize,
     /// Per open link: when it cannot be a link, its address and where its text starts, to
@@ -53,18 +39,18 @@ impl Renderer {
             Event::End(tag) => self.end(tag),
             Event::Text(text) => match &mut self.code {
                 Some((code, _)) => code.push_str(&text),
-                None => self.write(&escape(&text)),
+                None => self.text.write(&escape(&text)),
             },
-            Event::Code(code) => self.write(&format!("<code>{}</code>", escape(&code))),
-            Event::InlineMath(text) | Event::DisplayMath(text) => self.write(&escape(&text)),
-            Event::Html(html) | Event::InlineHtml(html) => self.write(&escape(&html)),
-            Event::FootnoteReference(label) => self.write(&escape(&format!("[{label}]"))),
-            Event::SoftBreak | Event::HardBreak => self.write("\n"),
+            Event::Code(code) => self.text.write(&format!("<code>{}</code>", escape(&code))),
+            Event::InlineMath(text) | Event::DisplayMath(text) => self.text.write(&escape(&text)),
+            Event::Html(html) | Event::InlineHtml(html) => self.text.write(&escape(&html)),
+            Event::FootnoteReference(label) => self.text.write(&escape(&format!("[{label}]"))),
+            Event::SoftBreak | Event::HardBreak => self.text.write("\n"),
             Event::Rule => {
-                self.open_block();
-                self.write(RULE);
+                self.text.open_block();
+                self.text.write(RULE);
             }
-            Event::TaskListMarker(done) => self.write(if done { "☑ " } else { "☐ " }),
+            Event::TaskListMarker(done) => self.text.write(if done { "☑ " } else { "☐ " }),
         }
     }
 
@@ -79,22 +65,22 @@ impl Renderer {
             | Tag::DefinitionListTitle
             | Tag::DefinitionListDefinition
             | Tag::FootnoteDefinition(_)
-            | Tag::MetadataBlock(_) => self.open_block(),
+            | Tag::MetadataBlock(_) => self.text.open_block(),
             Tag::TableCell | Tag::Superscript | Tag::Subscript => {}
             Tag::Heading { .. } => {
-                self.open_block();
-                self.write("<b>");
+                self.text.open_block();
+                self.text.write("<b>");
             }
             Tag::BlockQuote(_) => {
-                self.open_block();
+                self.text.open_block();
                 if self.quote_depth == 0 {
-                    self.write("<blockquote>");
-                    self.at_block_start = true;
+                    self.text.write("<blockquote>");
+                    self.text.start_here();
                 }
                 self.quote_depth += 1;
             }
             Tag::CodeBlock(kind) => {
-                self.open_block();
+                self.text.open_block();
                 let language = match &kind {
                     CodeBlockKind::Fenced(info) => info
                         .split_whitespace()
@@ -110,37 +96,22 @@ impl Renderer {
                 };
                 let close = match language {
                     Some(language) => {
-                        self.write(&format!("<pre><code class=\"language-{language}\">"));
+                        self.text
+                            .write(&format!("<pre><code class=\"language-{language}\">"));
                         "</code></pre>"
                     }
                     None => {
-                        self.write("<pre>");
+                        self.text.write("<pre>");
                         "</pre>"
                     }
                 };
                 self.code = Some((String::new(), close));
             }
-            Tag::List(first) => {
-                self.open_block();
-                self.lists.push(first);
-            }
-            Tag::Item => {
-                self.open_block();
-                let indent = "  ".repeat(self.lists.len().saturating_sub(1));
-                let marker = match self.lists.last_mut() {
-                    Some(Some(number)) => {
-                        let marker = format!("{number}. ");
-                        *number += 1;
-                        marker
-                    }
-                    Some(None) | None => "• ".to_owned(),
-                };
-                self.write(&format!("{indent}{marker}"));
-                self.at_block_start = true;
-            }
-            Tag::Emphasis => self.write("<i>"),
-            Tag::Strong => self.write("<b>"),
-            Tag::Strikethrough => self.write("<s>"),
+            Tag::List(first) => self.text.start_list(first),
+            Tag::Item => self.text.start_item(),
+            Tag::Emphasis => self.text.write("<i>"),
+            Tag::Strong => self.text.write("<b>"),
+            Tag::Strikethrough => self.text.write("<s>"),
             Tag::Link {
                 link_type,
                 dest_url,
@@ -158,10 +129,10 @@ impl Renderer {
                     // Telegram refuses other schemes (and links e-mail addresses itself): the
                     // address follows the text instead, so nothing is lost.
                     self.links
-                        .push(Some((dest_url.into_string(), self.out.len())));
+                        .push(Some((dest_url.into_string(), self.text.out.len())));
                 } else {
                     let href = escape(&dest_url).replace('"', "&quot;");
-                    self.write(&format!("<a href=\"{href}\">"));
+                    self.text.write(&format!("<a href=\"{href}\">"));
                     self.links.push(None);
                 }
             }
@@ -185,80 +156,40 @@ impl Renderer {
             | TagEnd::Item => {}
             TagEnd::HtmlBlock => {
                 // Each line of raw HTML comes with its newline; the block's last is one too many.
-                let kept = self.out.trim_end_matches('\n').len();
-                self.out.truncate(kept);
+                let kept = self.text.out.trim_end_matches('\n').len();
+                self.text.out.truncate(kept);
             }
-            TagEnd::Heading(_) => self.write("</b>"),
+            TagEnd::Heading(_) => self.text.write("</b>"),
             TagEnd::BlockQuote(_) => {
                 self.quote_depth = self.quote_depth.saturating_sub(1);
                 if self.quote_depth == 0 {
                     // A separator owed inside the quote is not written.
-                    self.pending = Break::None;
-                    self.at_block_start = false;
-                    self.out.push_str("</blockquote>");
+                    self.text.owe_nothing();
+                    self.text.out.push_str("</blockquote>");
                 }
             }
             TagEnd::CodeBlock => {
                 if let Some((code, close)) = self.code.take() {
                     let code = escape(code.strip_suffix('\n').unwrap_or(&code));
-                    self.write(&format!("{code}{close}"));
+                    self.text.write(&format!("{code}{close}"));
                 }
             }
-            TagEnd::List(_) => {
-                self.lists.pop();
-            }
-            TagEnd::Emphasis => self.write("</i>"),
-            TagEnd::Strong => self.write("</b>"),
-            TagEnd::Strikethrough => self.write("</s>"),
+            TagEnd::List(_) => self.text.end_list(),
+            TagEnd::Emphasis => self.text.write("</i>"),
+            TagEnd::Strong => self.text.write("</b>"),
+            TagEnd::Strikethrough => self.text.write("</s>"),
             TagEnd::Link | TagEnd::Image => match self.links.pop() {
                 Some(Some((url, text_start))) => {
-                    let text = self.out.get(text_start..).unwrap_or_default();
+                    let text = self.text.out.get(text_start..).unwrap_or_default();
                     if !url.is_empty() && text.trim() != escape(&url) {
-                        self.write(&escape(&format!(" ({url})")));
+                        self.text.write(&escape(&format!(" ({url})")));
                     }
                 }
-                Some(None) => self.write("</a>"),
+                Some(None) => self.text.write("</a>"),
                 None => {}
             },
         }
     }
-
-    /// A block starts: owe the separator from whatever came before.
-    fn open_block(&mut self) {
-        if self.out.is_empty() || self.at_block_start {
-            return;
-        }
-        let wanted = if self.lists.is_empty() {
-            Break::Paragraph
-        } else {
-            Break::Line
-        };
-        self.pending = self.pending.max(wanted);
-    }
-
-    fn write(&mut self, html: &str) {
-        match self.pending {
-            Break::None => {}
-            Break::Line => self.out.push('\n'),
-            Break::Paragraph => self.out.push_str("\n\n"),
-        }
-        self.pending = Break::None;
-        self.at_block_start = false;
-        self.out.push_str(html);
-    }
-}
-
-pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
