@@ -21,6 +21,23 @@ pub struct ChannelsConfig {
     pub other: BTreeMap<String, serde_json::Value>,
 }
 
+impl ChannelsConfig {
+    /// The `grants` of each configured channel, by channel name.
+    pub fn grants(&self) -> impl Iterator<Item = (&'static str, &[String])> {
+        [
+            self.telegram
+                .as_ref()
+                .map(|t| ("telegram", t.grants.as_slice())),
+            self.discord
+                .as_ref()
+                .map(|d| ("discord", d.grants.as_slice())),
+            self.slack.as_ref().map(|s| ("slack", s.grants.as_slice())),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
 /// A Telegram bot, over the Bot API with long polling.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -527,30 +527,48 @@ impl MemoryIndex {
             source,
         };
         let model = embedder.id();
-        // Every chunk had its vector when the index was last as it is now: nothing to look
-        // for (a look costs a pass over every chunk).
-        let whole = format!("{model} {}", Content::read(&self.conn).map_err(sql)?);
-        if self.meta(WHOLE_KEY)?.as_ref() == Some(&whole) {
+        let content = Content::read(&self.conn).map_err(sql)?;
+        // The last content at which every chunk had this model's vector: only the chunks
+        // changed since can lack one, and a look at every chunk (a pass over 100,000 of them
+        // after any edit) is needed only when the log no longer reaches back to it.
+        let whole_since = self.meta(WHOLE_KEY)?.and_then(|whole| {
+            let (whole_model, at) = whole.rsplit_once(' ')?;
+            content.logged_since(at).filter(|_| whole_model == model)
+        });
+        if whole_since == Some(content.last_change()) {
             return Ok(());
         }
         let missing: Vec<(String, String)> = {
             let mut stmt = self
                 .conn
-                .prepare(
-                    "SELECT hash, min(heading), min(text) FROM chunks c WHERE NOT EXISTS
-                       (SELECT 1 FROM embeddings e WHERE e.model = ?1 AND e.hash = c.hash)
-                     GROUP BY hash",
-                )
-                .map_err(sql)?;
-            let rows = stmt
-                .query_map([model], |row| {
-                    Ok((
-                        row.get(0)?,
-                        embedding_text(&row.get::<_, String>(1)?, &row.get::<_, String>(2)?),
-                    ))
+                .prepare(match whole_since {
+                    Some(_) => {
+                        "SELECT hash, min(heading), min(text) FROM chunks c
+                         WHERE c.id IN (SELECT chunk FROM vector_changes WHERE seq > ?2)
+                           AND NOT EXISTS (SELECT 1 FROM embeddings e
+                                           WHERE e.model = ?1 AND e.hash = c.hash)
+                         GROUP BY hash"
+                    }
+                    None => {
+                        "SELECT hash, min(heading), min(text) FROM chunks c WHERE NOT EXISTS
+                           (SELECT 1 FROM embeddings e WHERE e.model = ?1 AND e.hash = c.hash)
+                         GROUP BY hash"
+                    }
                 })
                 .map_err(sql)?;
-            rows.collect::<Result<_, _>>().map_err(sql)?
+            let row = |row: &rusqlite::Row<'_>| {
+                Ok((
+                    row.get(0)?,
+                    embedding_text(&row.get::<_, String>(1)?, &row.get::<_, String>(2)?),
+                ))
+            };
+            match whole_since {
+                Some(since) => stmt.query_map(params![model, since], row),
+                None => stmt.query_map(params![model], row),
+            }
+            .map_err(sql)?
+            .collect::<Result<_, _>>()
+            .map_err(sql)?
         };
         // Said first, so that the vectors of a sync cut short count as this model's.
         self.conn
@@ -578,11 +596,15 @@ impl MemoryIndex {
             report.embedded += batch.len();
         }
         let tx = self.conn.transaction().map_err(sql)?;
-        tx.execute(
-            "DELETE FROM embeddings WHERE model != ?1 OR hash NOT IN (SELECT hash FROM chunks)",
-            [model],
-        )
-        .map_err(sql)?;
+        // Vectors no chunk uses any more go with the pass over every chunk: between two, an
+        // edit undone finds its vector still there, and the log's cut bounds how long that is.
+        if whole_since.is_none() {
+            tx.execute(
+                "DELETE FROM embeddings WHERE model != ?1 OR hash NOT IN (SELECT hash FROM chunks)",
+                [model],
+            )
+            .map_err(sql)?;
+        }
         vectors::forget_old_changes(&tx).map_err(sql)?;
         // Unused vectors are no chunk's: dropping them changes no row of a matrix, but it
         // counts as a change, so the content is read after it.

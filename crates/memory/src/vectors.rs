@@ -90,6 +90,21 @@ impl Content {
     }
 }
 
+impl Content {
+    /// The last change of `earlier` (this type's text, as [`Display`](std::fmt::Display) wrote
+    /// it) when every change since is in this file's log; `None` when it is another file's or
+    /// the log was cut past it.
+    pub(crate) fn logged_since(&self, earlier: &str) -> Option<i64> {
+        let (generation, last_change) = earlier.split_once(':')?;
+        let last_change: i64 = last_change.parse().ok()?;
+        (generation == self.generation && last_change >= self.logged_from).then_some(last_change)
+    }
+
+    pub(crate) fn last_change(&self) -> i64 {
+        self.last_change
+    }
+}
+
 impl std::fmt::Display for Content {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}", self.generation, self.last_change)

@@ -123,38 +123,11 @@ pub fn build(
         .unwrap_or(&config.tools);
     let index = env.index_setup(config, id);
     let mut channel_grants = BTreeMap::new();
-    if let Some(telegram) = &config.channels.telegram {
-        channel_grants.insert(
-            "telegram".to_owned(),
-            grants_from_config(
-                &telegram.grants,
-                "channels.telegram.grants",
-                env.user_home.as_deref(),
-            )
-            .with_context(|| format!("channels.telegram ({})", env.config_path.display()))?,
-        );
-    }
-    if let Some(slack) = &config.channels.slack {
-        channel_grants.insert(
-            "slack".to_owned(),
-            grants_from_config(
-                &slack.grants,
-                "channels.slack.grants",
-                env.user_home.as_deref(),
-            )
-            .with_context(|| format!("channels.slack ({})", env.config_path.display()))?,
-        );
-    }
-    if let Some(discord) = &config.channels.discord {
-        channel_grants.insert(
-            "discord".to_owned(),
-            grants_from_config(
-                &discord.grants,
-                "channels.discord.grants",
-                env.user_home.as_deref(),
-            )
-            .with_context(|| format!("channels.discord ({})", env.config_path.display()))?,
-        );
+    for (channel, grants) in config.channels.grants() {
+        let key = format!("channels.{channel}.grants");
+        let granted = grants_from_config(grants, &key, env.user_home.as_deref())
+            .with_context(|| format!("channels.{channel} ({})", env.config_path.display()))?;
+        channel_grants.insert(channel.to_owned(), granted);
     }
     let (skill_roots, host) = env.skills(config, id);
     // Grants of the skills the agent has now; a skill installed later gets its grants when
