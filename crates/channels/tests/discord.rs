@@ -3,24 +3,22 @@
 #![cfg(feature = "discord")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod running;
+
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use nanocrab_channels::discord::{DiscordChannel, DiscordSettings};
-use nanocrab_channels::{Channel, ChannelError, Delivery, inbound_queue};
+use nanocrab_channels::{Channel, ChannelError};
 use nanocrab_config::EditedMessages;
-use nanocrab_schema::{ChatRef, ChatType, InboundMessage, MediaKind, OutboundMessage};
+use nanocrab_schema::{ChatRef, ChatType, MediaKind, OutboundMessage};
 use nanocrab_testkit::discord::{self as dc, DiscordError, FakeDiscord, SentMessage};
 use pretty_assertions::assert_eq;
+use running::{Running, WAIT, until};
 use serde_json::json;
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "MTAxOTg.fake-discord-token";
 /// Long enough for a loaded 2-core machine, short enough to fail fast.
-const WAIT: Duration = Duration::from_secs(20);
 /// The channel of the recorded MESSAGE_CREATE.
 const DM_CHANNEL: &str = "244567637332328449";
 
@@ -44,59 +42,9 @@ fn chat_ref(chat_id: &str, thread: Option<&str>) -> ChatRef {
     }
 }
 
-/// A channel receiving in the background into a real inbound queue.
-struct Running {
-    channel: Arc<DiscordChannel>,
-    queue: mpsc::Receiver<Delivery>,
-    shutdown: CancellationToken,
-    task: JoinHandle<Result<(), ChannelError>>,
-}
-
-impl Running {
-    fn start(settings: DiscordSettings) -> Self {
-        let channel = Arc::new(DiscordChannel::new(settings).unwrap());
-        let (sink, queue) = inbound_queue(8);
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn({
-            let channel = Arc::clone(&channel);
-            let shutdown = shutdown.clone();
-            async move { channel.run(sink, shutdown).await }
-        });
-        Self {
-            channel,
-            queue,
-            shutdown,
-            task,
-        }
-    }
-
-    /// The next message, accepted as the gateway would once it is journaled.
-    async fn message(&mut self) -> InboundMessage {
-        let delivery = tokio::time::timeout(WAIT, self.queue.recv())
-            .await
-            .expect("no message delivered in time")
-            .expect("the channel stopped delivering");
-        let message = delivery.message.clone();
-        delivery.accept();
-        message
-    }
-
-    async fn stop(self) -> Result<(), ChannelError> {
-        self.shutdown.cancel();
-        tokio::time::timeout(WAIT, self.task)
-            .await
-            .expect("run did not end after shutdown")
-            .unwrap()
-    }
-}
-
-/// Waits until `done` holds, polling the fake's state.
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// The adapter made from `settings`, receiving.
+fn receiving(settings: DiscordSettings) -> Running<DiscordChannel> {
+    Running::start(Arc::new(DiscordChannel::new(settings).unwrap()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,7 +52,7 @@ async fn a_recorded_dm_arrives_after_hello_identify_and_ready() {
     let fake = FakeDiscord::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
     fake.push_message_create(dc::dm("hello there"));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     let message = running.message().await;
     assert_eq!(message.text, "hello there");
     assert_eq!(message.chat_type, ChatType::Dm);
@@ -131,7 +79,7 @@ async fn heartbeats_are_sent_and_acknowledged() {
     let fake = FakeDiscord::start(TOKEN).await;
     fake.set_heartbeat_interval(50);
     let dir = tempfile::tempdir().unwrap();
-    let running = Running::start(settings(&fake, dir.path()));
+    let running = receiving(settings(&fake, dir.path()));
     until("three heartbeats", || {
         fake.gateway_frames()
             .iter()
@@ -150,7 +98,7 @@ async fn heartbeats_are_sent_and_acknowledged() {
 async fn a_dropped_connection_is_resumed_and_nothing_is_lost_or_doubled() {
     let fake = FakeDiscord::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     fake.push_message_create(dc::with_id(dc::dm("one"), 1001));
     assert_eq!(running.message().await.text, "one");
     fake.drop_connection();
@@ -183,7 +131,7 @@ async fn a_dropped_connection_is_resumed_and_nothing_is_lost_or_doubled() {
 async fn reconnect_and_invalid_session_start_over_without_losing_the_channel() {
     let fake = FakeDiscord::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     fake.push_message_create(dc::with_id(dc::dm("one"), 1001));
     assert_eq!(running.message().await.text, "one");
     // The session is gone: the resume is refused (op 9) and the shard identifies anew.
@@ -200,13 +148,13 @@ async fn reconnect_and_invalid_session_start_over_without_losing_the_channel() {
 async fn a_restart_resumes_the_saved_session_and_gets_what_was_sent_meanwhile() {
     let fake = FakeDiscord::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     fake.push_message_create(dc::with_id(dc::dm("before"), 1001));
     assert_eq!(running.message().await.text, "before");
     running.stop().await.unwrap();
     fake.drop_connection();
     fake.push_message_create(dc::with_id(dc::dm("while down"), 1002));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     assert_eq!(running.message().await.text, "while down");
     assert_eq!(fake.gateway_ops(), vec![2, 6]);
     running.stop().await.unwrap();
@@ -216,7 +164,7 @@ async fn a_restart_resumes_the_saved_session_and_gets_what_was_sent_meanwhile() 
 async fn an_invalid_token_is_a_clear_error_at_once() {
     let fake = FakeDiscord::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
-    let running = Running::start(DiscordSettings {
+    let running = receiving(DiscordSettings {
         token: "wrong".to_owned(),
         ..settings(&fake, dir.path())
     });
@@ -237,7 +185,7 @@ async fn an_invalid_token_is_a_clear_error_at_once() {
 async fn a_gateway_that_refuses_the_token_stops_the_channel() {
     let fake = FakeDiscord::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
-    let running = Running::start(settings(&fake, dir.path()));
+    let running = receiving(settings(&fake, dir.path()));
     until("listening", || fake.is_listening()).await;
     fake.close_with(4004, "Authentication failed.");
     let err = tokio::time::timeout(WAIT, running.task)
@@ -267,7 +215,7 @@ async fn guild_messages_carry_the_guild_and_threads_their_parent() {
         dc::guild_message("81384788765712384", "1017189520441458748", "in the thread"),
         2002,
     ));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     let channel = running.message().await;
     assert_eq!(
         (
@@ -445,7 +393,7 @@ async fn an_image_attachment_is_downloaded_for_a_vision_model() {
         "url": url, "proxy_url": url,
     }]);
     fake.push_message_create(message);
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     let inbound = running.message().await;
     assert_eq!(inbound.media.len(), 1);
     assert_eq!(inbound.media[0].kind, MediaKind::Photo);

@@ -3,23 +3,20 @@
 #![cfg(feature = "slack")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod running;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nanocrab_channels::slack::{SlackChannel, SlackSettings};
-use nanocrab_channels::{Channel, ChannelError, Delivery, inbound_queue};
+use nanocrab_channels::{Channel, ChannelError};
 use nanocrab_schema::{
     ChatRef, ChatType, InboundMessage, Media, MediaKind, OutboundMessage, Sender,
 };
 use nanocrab_testkit::slack::{self, FakeSlack, Posted, SlackError, Uploaded};
 use pretty_assertions::assert_eq;
+use running::{Running, WAIT, until};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
-/// Long enough for a loaded 2-core machine, short enough to fail fast.
-const WAIT: Duration = Duration::from_secs(15);
 
 fn settings(fake: &FakeSlack) -> SlackSettings {
     SlackSettings {
@@ -51,64 +48,9 @@ fn outbound(chat: ChatRef, text: &str) -> OutboundMessage {
     }
 }
 
-/// A channel receiving in the background into a real inbound queue.
-struct Running {
-    channel: Arc<SlackChannel>,
-    queue: mpsc::Receiver<Delivery>,
-    shutdown: CancellationToken,
-    task: JoinHandle<Result<(), ChannelError>>,
-}
-
-impl Running {
-    fn start(settings: SlackSettings) -> Self {
-        let channel = Arc::new(SlackChannel::new(settings).unwrap());
-        let (sink, queue) = inbound_queue(8);
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn({
-            let channel = Arc::clone(&channel);
-            let shutdown = shutdown.clone();
-            async move { channel.run(sink, shutdown).await }
-        });
-        Self {
-            channel,
-            queue,
-            shutdown,
-            task,
-        }
-    }
-
-    /// The next delivery, not yet accepted.
-    async fn delivery(&mut self) -> Delivery {
-        tokio::time::timeout(WAIT, self.queue.recv())
-            .await
-            .expect("no message delivered in time")
-            .expect("the channel stopped delivering")
-    }
-
-    /// The next message, accepted as the gateway would once it is journaled.
-    async fn message(&mut self) -> InboundMessage {
-        let delivery = self.delivery().await;
-        let message = delivery.message.clone();
-        delivery.accept();
-        message
-    }
-
-    async fn stop(self) -> Result<(), ChannelError> {
-        self.shutdown.cancel();
-        tokio::time::timeout(WAIT, self.task)
-            .await
-            .expect("run did not end after shutdown")
-            .unwrap()
-    }
-}
-
-/// Waits until `done` holds, polling the fake's state.
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// The adapter made from `settings`, receiving.
+fn receiving(settings: SlackSettings) -> Running<SlackChannel> {
+    Running::start(Arc::new(SlackChannel::new(settings).unwrap()))
 }
 
 /// The message every recorded `events_api` frame describes, as the adapter delivers it.
@@ -143,7 +85,7 @@ fn recorded_channel_message() -> InboundMessage {
 #[tokio::test]
 async fn a_recorded_event_is_delivered_acknowledged_and_its_redelivery_answered_once() {
     let fake = FakeSlack::start().await;
-    let mut running = Running::start(settings(&fake));
+    let mut running = receiving(settings(&fake));
     let first = fake.push_envelope(slack::recorded("socket-mode-events-api-message"));
     assert_eq!(running.message().await, recorded_channel_message());
     until("the acknowledgement", || fake.unacknowledged().is_empty()).await;
@@ -172,7 +114,7 @@ async fn a_recorded_event_is_delivered_acknowledged_and_its_redelivery_answered_
 #[tokio::test]
 async fn an_app_mention_and_a_slash_command_are_delivered_as_addressed_to_the_bot() {
     let fake = FakeSlack::start().await;
-    let mut running = Running::start(settings(&fake));
+    let mut running = receiving(settings(&fake));
     fake.push_envelope(slack::recorded("socket-mode-events-api-app-mention"));
     let mention = running.message().await;
     assert_eq!(
@@ -209,7 +151,7 @@ async fn an_app_mention_and_a_slash_command_are_delivered_as_addressed_to_the_bo
 #[tokio::test]
 async fn a_disconnect_frame_opens_a_new_connection_and_nothing_is_lost() {
     let fake = FakeSlack::start().await;
-    let mut running = Running::start(settings(&fake));
+    let mut running = receiving(settings(&fake));
     fake.push_envelope(slack::dm_message(&fake, "one"));
     assert_eq!(running.message().await.text, "one");
     until("the acknowledgement", || fake.unacknowledged().is_empty()).await;
@@ -224,7 +166,7 @@ async fn a_disconnect_frame_opens_a_new_connection_and_nothing_is_lost() {
 #[tokio::test]
 async fn a_socket_dropped_before_the_acknowledgement_neither_loses_nor_doubles_the_message() {
     let fake = FakeSlack::start().await;
-    let mut running = Running::start(settings(&fake));
+    let mut running = receiving(settings(&fake));
     fake.push_envelope(slack::dm_message(&fake, "one"));
     // The gateway has the message but has not journaled it when the connection breaks.
     let delivery = running.delivery().await;
@@ -257,7 +199,7 @@ async fn a_socket_dropped_before_the_acknowledgement_neither_loses_nor_doubles_t
 #[tokio::test]
 async fn a_rejected_app_token_stops_the_channel_with_a_clear_error_and_no_busy_loop() {
     let fake = FakeSlack::start().await;
-    let running = Running::start(SlackSettings {
+    let running = receiving(SlackSettings {
         app_token: "xapp-1-wrong-secret".to_owned(),
         ..settings(&fake)
     });
@@ -271,7 +213,7 @@ async fn a_rejected_app_token_stops_the_channel_with_a_clear_error_and_no_busy_l
     assert!(!err.to_string().contains("secret"));
     assert_eq!(fake.calls_of("apps.connections.open").len(), 1);
 
-    let running = Running::start(SlackSettings {
+    let running = receiving(SlackSettings {
         bot_token: "xoxb-wrong-secret".to_owned(),
         ..settings(&fake)
     });
@@ -372,7 +314,7 @@ async fn a_long_answer_is_split_within_the_limit_and_a_429_waits_for_retry_after
 #[tokio::test]
 async fn files_come_in_as_media_and_go_out_through_the_external_upload() {
     let fake = FakeSlack::start().await;
-    let mut running = Running::start(settings(&fake));
+    let mut running = receiving(settings(&fake));
     fake.add_file("F111", "notes.txt", "text/plain", b"some notes".to_vec());
     let frame = slack::with_files(
         slack::dm_message(&fake, "read this"),
@@ -466,7 +408,7 @@ async fn files_come_in_as_media_and_go_out_through_the_external_upload() {
 #[tokio::test]
 async fn a_thread_reply_carries_its_thread_and_the_bots_own_messages_are_skipped() {
     let fake = FakeSlack::start().await;
-    let mut running = Running::start(settings(&fake));
+    let mut running = receiving(settings(&fake));
     let mut own = slack::channel_message(&fake, "my own answer");
     own["payload"]["event"]["user"] = json!(slack::BOT_USER);
     fake.push_envelope(own);

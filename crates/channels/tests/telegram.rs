@@ -2,12 +2,14 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod running;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nanocrab_channels::telegram::{TelegramChannel, TelegramSettings};
-use nanocrab_channels::{Channel, ChannelError, Delivery, inbound_queue};
+use nanocrab_channels::{Channel, ChannelError, inbound_queue};
 use nanocrab_config::EditedMessages;
 use nanocrab_schema::{
     ChatRef, ChatType, InboundMessage, Media, MediaKind, OutboundMessage, ReplyTo, Sender,
@@ -15,17 +17,14 @@ use nanocrab_schema::{
 use nanocrab_testkit::fixture_bytes;
 use nanocrab_testkit::telegram::{self as tg, FakeTelegram, SentDocument, SentText, TelegramError};
 use pretty_assertions::assert_eq;
+use running::{Running, WAIT, until};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "123456:TEST-secret-token_abc";
 /// The recorded bot, which `getMe` describes.
 const BOT: &str = "el_mon_test_bot";
 const BOT_ID: i64 = 1276618370;
-/// Long enough for a loaded 2-core machine, short enough to fail fast.
-const WAIT: Duration = Duration::from_secs(15);
 
 fn settings(fake: &FakeTelegram, state_dir: &Path) -> TelegramSettings {
     TelegramSettings {
@@ -56,63 +55,9 @@ fn channel(settings: TelegramSettings) -> Arc<TelegramChannel> {
 }
 
 /// A channel polling in the background into a real inbound queue.
-struct Running {
-    channel: Arc<TelegramChannel>,
-    queue: mpsc::Receiver<Delivery>,
-    shutdown: CancellationToken,
-    task: JoinHandle<Result<(), ChannelError>>,
-}
-
-impl Running {
-    fn start(settings: TelegramSettings) -> Self {
-        let channel = channel(settings);
-        let (sink, queue) = inbound_queue(8);
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn({
-            let channel = Arc::clone(&channel);
-            let shutdown = shutdown.clone();
-            async move { channel.run(sink, shutdown).await }
-        });
-        Self {
-            channel,
-            queue,
-            shutdown,
-            task,
-        }
-    }
-
-    /// The next delivery, not yet accepted.
-    async fn delivery(&mut self) -> Delivery {
-        tokio::time::timeout(WAIT, self.queue.recv())
-            .await
-            .expect("no message delivered in time")
-            .expect("the channel stopped delivering")
-    }
-
-    /// The next message, accepted as the gateway would once it is journaled.
-    async fn message(&mut self) -> InboundMessage {
-        let delivery = self.delivery().await;
-        let message = delivery.message.clone();
-        delivery.accept();
-        message
-    }
-
-    async fn stop(self) -> Result<(), ChannelError> {
-        self.shutdown.cancel();
-        tokio::time::timeout(WAIT, self.task)
-            .await
-            .expect("run did not end after shutdown")
-            .unwrap()
-    }
-}
-
-/// Waits until `done` holds, polling the fake's state.
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// The adapter made from `settings`, receiving.
+fn receiving(settings: TelegramSettings) -> Running<TelegramChannel> {
+    Running::start(channel(settings))
 }
 
 fn recorded(name: &str) -> Value {
@@ -170,7 +115,7 @@ async fn a_direct_message_goes_in_and_the_answer_comes_back() {
     let fake = FakeTelegram::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
     fake.push_update(recorded_update("update-private-text.json"));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
 
     let message = running.message().await;
     assert_eq!(
@@ -252,7 +197,7 @@ async fn a_batch_taken_in_part_confirms_only_that_part() {
     let dir = tempfile::tempdir().unwrap();
     let first = fake.push_update(tg::private_text("one"));
     fake.push_update(tg::private_text("two"));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     let one = running.delivery().await;
     let two = running.delivery().await;
     one.accept();
@@ -262,7 +207,7 @@ async fn a_batch_taken_in_part_confirms_only_that_part() {
     running.stop().await.unwrap();
 
     let polls = fake.calls_of("getUpdates").len();
-    let mut again = Running::start(settings(&fake, dir.path()));
+    let mut again = receiving(settings(&fake, dir.path()));
     assert_eq!(again.message().await.text, "two");
     assert_eq!(
         fake.calls_of("getUpdates")[polls].body["offset"],
@@ -277,7 +222,7 @@ async fn updates_are_confirmed_only_once_delivered_and_the_offset_survives_a_res
     let dir = tempfile::tempdir().unwrap();
     let first = fake.push_update(tg::private_text("one"));
     let second = fake.push_update(tg::private_text("two"));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
 
     // A batch is handed over whole, in order, for one journal commit.
     let one = running.delivery().await;
@@ -303,7 +248,7 @@ async fn updates_are_confirmed_only_once_delivered_and_the_offset_survives_a_res
     assert_eq!(fake.pending_update_ids(), [first, second]);
 
     let third = fake.push_update(tg::private_text("three"));
-    let mut restarted = Running::start(settings(&fake, dir.path()));
+    let mut restarted = receiving(settings(&fake, dir.path()));
     assert_eq!(restarted.message().await.text, "three");
     assert_eq!(
         fake.calls_of("getUpdates")[2].body["offset"],
@@ -316,7 +261,7 @@ async fn updates_are_confirmed_only_once_delivered_and_the_offset_survives_a_res
     restarted.stop().await.unwrap();
     drop(unaccepted);
 
-    let mut again = Running::start(settings(&fake, dir.path()));
+    let mut again = receiving(settings(&fake, dir.path()));
     let delivery = again.delivery().await;
     assert_eq!(delivery.message.text, "four");
     assert!(!fake.pending_update_ids().contains(&third));
@@ -332,7 +277,7 @@ async fn updates_are_confirmed_only_once_delivered_and_the_offset_survives_a_res
 
     // Without the saved offset, what Telegram still holds would come again.
     let elsewhere = tempfile::tempdir().unwrap();
-    let mut fresh = Running::start(settings(&fake, elsewhere.path()));
+    let mut fresh = receiving(settings(&fake, elsewhere.path()));
     assert_eq!(fresh.message().await.text, "four");
     fresh.stop().await.unwrap();
 }
@@ -348,7 +293,7 @@ async fn group_messages_with_and_without_a_mention_and_replies_to_the_bot() {
     bot_message["chat"] = reply["message"]["chat"].clone();
     reply["message"]["reply_to_message"] = bot_message;
     fake.push_update(reply);
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
 
     assert_eq!(running.message().await, group_message("hello all"));
     assert_eq!(
@@ -384,7 +329,7 @@ async fn commands_addressed_to_the_bot_and_to_others() {
     fake.push_update(tg::private_text("/start"));
     // Recorded: a command in a reply thread of a non-forum supergroup.
     fake.push_update(recorded_update("update-supergroup-command-reply.json"));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
 
     assert_eq!(
         running.message().await,
@@ -422,7 +367,7 @@ async fn a_forum_topic_message_has_its_thread_and_no_bogus_reply() {
     let dir = tempfile::tempdir().unwrap();
     fake.push_update(json!({"message": recorded("message-forum-topic-created.json")}));
     fake.push_update(json!({"message": recorded("message-forum-topic.json")}));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
 
     let message = running.message().await;
     assert_eq!(
@@ -484,7 +429,7 @@ async fn an_anonymous_admin_speaks_as_the_group_and_a_channel_as_itself() {
     post["message"]["sender_chat"] = channel;
     post["message"].as_object_mut().unwrap().remove("from");
     fake.push_update(json!({"channel_post": post["message"]}));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
 
     assert_eq!(
         running.message().await,
@@ -538,7 +483,7 @@ async fn a_photo_with_a_caption_and_its_download() {
     let fake = FakeTelegram::start(TOKEN).await;
     let dir = tempfile::tempdir().unwrap();
     fake.push_update(tg::photo_with_caption());
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
 
     let message = running.message().await;
     let largest =
@@ -611,7 +556,7 @@ async fn edited_messages_are_ignored_or_answered_as_configured() {
     let dir = tempfile::tempdir().unwrap();
     let edit = fake.push_update(tg::edited(tg::private_text("fixed typo")));
     fake.push_update(tg::private_text("next"));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     assert_eq!(running.message().await.text, "next");
     until("the edit to be confirmed", || {
         !fake.pending_update_ids().contains(&edit)
@@ -620,7 +565,7 @@ async fn edited_messages_are_ignored_or_answered_as_configured() {
     running.stop().await.unwrap();
 
     fake.push_update(tg::edited(tg::private_text("fixed typo")));
-    let mut responding = Running::start(TelegramSettings {
+    let mut responding = receiving(TelegramSettings {
         edited_messages: EditedMessages::Respond,
         ..settings(&fake, dir.path())
     });
@@ -649,7 +594,7 @@ async fn other_updates_and_service_messages_are_skipped_and_confirmed() {
         fake.push_update(json!({"message": {"message_id": "not a number"}})),
     ];
     let text = fake.push_update(tg::private_text("after all that"));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     assert_eq!(running.message().await.text, "after all that");
     until("everything to be confirmed", || {
         fake.pending_update_ids().is_empty()
@@ -791,7 +736,7 @@ async fn polling_recovers_from_a_stall_a_conflict_and_a_rate_limit() {
     fake.stall_next("getUpdates", 1);
     fake.push_update(tg::private_text("after a stall"));
     let start = Instant::now();
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     assert_eq!(running.message().await.text, "after a stall");
     // Poll timeout 1 s + grace 0.5 s before the stalled poll is abandoned.
     assert!(start.elapsed() >= Duration::from_millis(1500));
@@ -836,7 +781,7 @@ async fn a_rejected_token_ends_run_with_unauthorized() {
 
     // A token revoked while polling ends it too.
     fake.push_update(tg::private_text("hi"));
-    let mut running = Running::start(settings(&fake, dir.path()));
+    let mut running = receiving(settings(&fake, dir.path()));
     running.message().await;
     fake.fail_next("getUpdates", 1, TelegramError::unauthorized());
     let result = tokio::time::timeout(WAIT, running.task)
@@ -936,7 +881,7 @@ async fn shutdown_cancels_a_poll_in_flight() {
     // The poll would last far longer than `stop` waits (WAIT): it ends in time only if
     // cancelled. No duration is measured, so a loaded machine cannot fail it.
     fake.stall_next("getUpdates", 1);
-    let running = Running::start(TelegramSettings {
+    let running = receiving(TelegramSettings {
         poll_timeout: Duration::from_secs(3600),
         ..settings(&fake, dir.path())
     });
