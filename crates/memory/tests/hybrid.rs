@@ -108,6 +108,14 @@ fn paths(results: &nanocrab_memory::SearchResults) -> Vec<&str> {
     results.hits.iter().map(|h| h.path.as_str()).collect()
 }
 
+/// The index at `db` for `ws`, searching by meaning with `concepts` too.
+async fn with_concepts(db: &Path, ws: &Path, concepts: &Arc<Concepts>) -> MemoryIndex {
+    MemoryIndex::open(db, ws)
+        .await
+        .unwrap()
+        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()))
+}
+
 #[tokio::test]
 async fn hybrid_search_finds_by_meaning_what_keywords_miss() {
     let dir = tempfile::tempdir().unwrap();
@@ -132,10 +140,7 @@ async fn hybrid_search_finds_by_meaning_what_keywords_miss() {
     );
     assert_eq!(paths(&results), Vec::<&str>::new());
 
-    let mut hybrid = MemoryIndex::open(&db, &ws)
-        .await
-        .unwrap()
-        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
+    let mut hybrid = with_concepts(&db, &ws, &concepts).await;
     let report = hybrid.sync().await.unwrap();
     assert_eq!((report.embedded, report.embedding_error), (3, None));
     let results = hybrid
@@ -174,10 +179,7 @@ async fn only_changed_text_is_embedded_again_and_a_rebuild_reuses_vectors() {
     let ws = workspace(dir.path());
     let db = dir.path().join("state/memory-index.sqlite");
     let concepts = Concepts::new("test:concepts");
-    let mut index = MemoryIndex::open(&db, &ws)
-        .await
-        .unwrap()
-        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
+    let mut index = with_concepts(&db, &ws, &concepts).await;
     index.sync().await.unwrap();
     assert_eq!(concepts.embedded(), 3);
 
@@ -219,10 +221,7 @@ async fn the_vectors_held_in_memory_outlive_an_index_and_follow_every_change() {
     let ws = workspace(dir.path());
     let db = dir.path().join("state/memory-index.sqlite");
     let concepts = Concepts::new("test:concepts");
-    let mut index = MemoryIndex::open(&db, &ws)
-        .await
-        .unwrap()
-        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
+    let mut index = with_concepts(&db, &ws, &concepts).await;
     index.sync().await.unwrap();
     // "vehicle" is in no note: only the vectors can find the garage.
     let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
@@ -238,10 +237,7 @@ async fn the_vectors_held_in_memory_outlive_an_index_and_follow_every_change() {
     // The agent's tool opens the index afresh for each search, and syncs: nothing changed,
     // so the matrix read before serves.
     drop(index);
-    let mut index = MemoryIndex::open(&db, &ws)
-        .await
-        .unwrap()
-        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
+    let mut index = with_concepts(&db, &ws, &concepts).await;
     index.sync().await.unwrap();
     let results = index.search("vehicle?", &by_vector(1)).await.unwrap();
     assert_eq!(paths(&results), vec!["knowledge/garage.md"]);
@@ -280,10 +276,7 @@ async fn the_vectors_held_in_memory_outlive_an_index_and_follow_every_change() {
     )
     .unwrap();
     std::fs::write(ws.join("memory/2026-03-01.md"), "Baked bread.\n").unwrap();
-    let mut other = MemoryIndex::open(&db, &ws)
-        .await
-        .unwrap()
-        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
+    let mut other = with_concepts(&db, &ws, &concepts).await;
     assert_eq!(other.sync().await.unwrap().changed, 2);
     drop(other);
     assert_eq!(index.sync().await.unwrap().changed, 0);
@@ -313,10 +306,7 @@ async fn an_embedding_failure_leaves_keyword_search_and_the_next_sync_finishes_t
     let db = dir.path().join("state/memory-index.sqlite");
     let concepts = Concepts::new("test:concepts");
     concepts.fail_after.store(32, Ordering::SeqCst);
-    let mut index = MemoryIndex::open(&db, &ws)
-        .await
-        .unwrap()
-        .with_embeddings(EmbeddingSetup::Ready(concepts.clone()));
+    let mut index = with_concepts(&db, &ws, &concepts).await;
     let report = index.sync().await.unwrap();
     assert_eq!(report.chunks, 43);
     // The batch that went through is kept.
