@@ -1,7 +1,8 @@
 //! The memory search index: the user's memory files and documents, chunked, in SQLite with
-//! FTS5 (BM25). The files are the truth; the index is rebuilt from them at any time and kept
-//! up to date by a cheap check (size and modification time, then content hash) before every
-//! search, so edits made by hand or by the agent are found at once.
+//! their words' postings (BM25, `keyword.rs`) and vectors (`vectors.rs`). The files are the
+//! truth; the index is rebuilt from them at any time and kept up to date by a cheap check (size
+//! and modification time, then content hash) before every search, so edits made by hand or by
+//! the agent are found at once.
 //!
 //! The index has a database file of its own (`state/memory-index.sqlite`): a rebuild writes a
 //! new file and renames it over the old one, which must never take anything that cannot be
@@ -17,13 +18,15 @@ use sha2::{Digest as _, Sha256};
 use crate::chunker::chunk_markdown;
 use crate::documents::document_text;
 use crate::embedding::{EmbeddingProvider, EmbeddingSetup};
+use crate::keyword::{self, KeywordChanges};
 use crate::ranking::{SearchOptions, fuse, rank};
 use crate::vectors::{self, Content, EXACT_MARGIN};
 
 /// Bumped when the tables change, or what the chunker makes of a file (3: headings with
 /// nothing under them are not chunks; 4: vectors in a rowid table, the full-text index without
-/// a copy of the text); an index of another version is rebuilt, keeping its vectors.
-const SCHEMA_VERSION: i64 = 4;
+/// a copy of the text; 5: the index's own postings instead of FTS5); an index of another
+/// version is rebuilt, keeping its vectors.
+const SCHEMA_VERSION: i64 = 5;
 /// The key in `meta` that says for which model and content version every chunk has a vector.
 const WHOLE_KEY: &str = "vectors_whole";
 /// Bytes the -wal file is cut back to once checkpointed.
@@ -428,8 +431,9 @@ impl MemoryIndex {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(sql)?;
+        let mut keywords = KeywordChanges::default();
         for path in gone {
-            remove_file(&tx, path).map_err(sql)?;
+            remove_file(&tx, path, &mut keywords).map_err(sql)?;
             report.removed += 1;
         }
         for file in stale {
@@ -457,7 +461,7 @@ impl MemoryIndex {
                 .map_err(sql)?;
                 continue;
             }
-            remove_file(&tx, &file.relative).map_err(sql)?;
+            remove_file(&tx, &file.relative, &mut keywords).map_err(sql)?;
             // A document without text to give is indexed as nothing, with its hash, so that it
             // is read again when it changes and not at every search.
             let text = document_text(&file.absolute, &bytes).unwrap_or_else(|err| {
@@ -472,12 +476,9 @@ impl MemoryIndex {
                     params![file.relative, chunk.start_line as i64, chunk.end_line as i64, chunk.heading, chunk.text, chunk_hash],
                 )
                 .map_err(sql)?;
-                let id = tx.last_insert_rowid();
-                tx.execute(
-                    "INSERT INTO chunks_fts (rowid, heading, text) VALUES (?1, ?2, ?3)",
-                    params![id, chunk.heading, chunk.text],
-                )
-                .map_err(sql)?;
+                keywords
+                    .add(&tx, tx.last_insert_rowid(), &chunk.heading, &chunk.text)
+                    .map_err(sql)?;
             }
             tx.execute(
                 "INSERT INTO files (path, source, hash, mtime, size) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -491,6 +492,7 @@ impl MemoryIndex {
                 report.added += 1;
             }
         }
+        keywords.write(&tx).map_err(sql)?;
         vectors::forget_old_changes(&tx).map_err(sql)?;
         tx.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_sync', ?1)",
@@ -670,22 +672,7 @@ impl MemoryIndex {
                     }
                 }
             },
-            async {
-                let Some(expression) = fts_query(query) else {
-                    return Ok(Vec::new());
-                };
-                // The full-text table alone, ranked by its own `rank` (BM25): FTS5 orders
-                // and cuts the matches itself, and a chunk is looked up only once it is a hit.
-                let mut stmt = conn.prepare_cached(
-                    "SELECT rowid, rank FROM chunks_fts
-                     WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2",
-                )?;
-                let rows = stmt.query_map(params![expression, pool as i64], |row| {
-                    // FTS5's bm25() is negative, lower is better.
-                    Ok((row.get::<_, i64>(0)?, -row.get::<_, f64>(1)?))
-                })?;
-                rows.collect::<Result<Vec<_>, _>>()
-            },
+            async { keyword::search(conn, &query_terms(query), pool) },
         );
         let keyword = keyword.map_err(sql)?;
         let (scored, mode) = match embedded {
@@ -958,7 +945,7 @@ struct SourceFile {
 
 /// Vectors are rows of a rowid table: as the key-ordered rows of a `WITHOUT ROWID` table, each
 /// 1.5 kB vector spilled into a 4 kB overflow page of its own (601 MB at 100,000 chunks, in
-/// docs/benchmarks.md). The full-text index keeps no copy of the text, which `chunks` holds.
+/// docs/benchmarks.md). The text is in `chunks` only; the keyword index keeps postings.
 fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -973,19 +960,29 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
          CREATE INDEX IF NOT EXISTS chunks_by_hash ON chunks (hash);
          CREATE TABLE IF NOT EXISTS embeddings (
              id INTEGER PRIMARY KEY, model TEXT NOT NULL, hash TEXT NOT NULL,
-             vector BLOB NOT NULL, UNIQUE (model, hash));
-         CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-             heading, text, content = '', contentless_delete = 1,
-             tokenize = 'porter unicode61 remove_diacritics 2');",
+             vector BLOB NOT NULL, UNIQUE (model, hash));",
     )?;
+    conn.execute_batch(keyword::SCHEMA)?;
     conn.execute_batch(vectors::SCHEMA)
 }
 
-fn remove_file(tx: &rusqlite::Transaction<'_>, path: &str) -> rusqlite::Result<()> {
-    tx.execute(
-        "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE path = ?1)",
-        [path],
-    )?;
+/// Takes `path` out of the index, its chunks' words into `keywords`.
+fn remove_file(
+    tx: &rusqlite::Transaction<'_>,
+    path: &str,
+    keywords: &mut KeywordChanges,
+) -> rusqlite::Result<()> {
+    {
+        let mut stmt = tx.prepare_cached("SELECT id, heading, text FROM chunks WHERE path = ?1")?;
+        let mut rows = stmt.query([path])?;
+        while let Some(row) = rows.next()? {
+            keywords.remove(
+                row.get(0)?,
+                row.get_ref(1)?.as_str()?,
+                row.get_ref(2)?.as_str()?,
+            );
+        }
+    }
     tx.execute("DELETE FROM chunks WHERE path = ?1", [path])?;
     tx.execute("DELETE FROM files WHERE path = ?1", [path])?;
     Ok(())
@@ -1001,28 +998,20 @@ const STOPWORDS: [&str; 64] = [
     "what", "when", "where", "which", "who", "why", "will", "with", "would", "you", "your",
 ];
 
-/// A query in FTS5 syntax: each word quoted (so that `-`, `:` or `AND` in the user's text are
-/// words, not operators) and joined with OR, which BM25 then ranks by how many and how rare.
-fn fts_query(query: &str) -> Option<String> {
-    let words: Vec<String> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    let content: Vec<&String> = words
-        .iter()
-        .filter(|w| !STOPWORDS.contains(&w.as_str()))
-        .collect();
-    let terms: Vec<String> = if content.is_empty() {
-        words.iter().collect::<Vec<_>>()
-    } else {
-        content
-    }
-    .into_iter()
-    .take(MAX_QUERY_TERMS)
-    .map(|w| format!("\"{w}\""))
-    .collect();
-    (!terms.is_empty()).then(|| terms.join(" OR "))
+/// The words a query is searched by, as the index keeps them: any of them may match, and BM25
+/// ranks by how many and how rare. Operators of a search syntax (`-`, `:`, `AND`) are words or
+/// nothing, like the rest of the user's text.
+fn query_terms(query: &str) -> Vec<String> {
+    let (mut every, mut content) = (Vec::new(), Vec::new());
+    keyword::for_each_word(query, |folded, term| {
+        if !STOPWORDS.contains(&folded) {
+            content.push(term.to_owned());
+        }
+        every.push(term.to_owned());
+    });
+    let mut terms = if content.is_empty() { every } else { content };
+    terms.truncate(MAX_QUERY_TERMS);
+    terms
 }
 
 /// What a chunk's vector is made from: its heading path says what the text is about.

@@ -7,6 +7,7 @@ mod documents;
 mod embedding;
 mod index;
 mod index_setup;
+mod keyword;
 mod memory_files;
 mod memory_get;
 mod memory_search;

@@ -239,7 +239,7 @@ async fn an_index_whose_sync_was_cut_short_is_the_last_complete_one() {
     // A second writer that dies mid-transaction (as a killed indexer does) commits nothing.
     {
         let conn = rusqlite::Connection::open(&db).unwrap();
-        conn.execute_batch("BEGIN; DELETE FROM chunks; DELETE FROM chunks_fts;")
+        conn.execute_batch("BEGIN; DELETE FROM chunks; DELETE FROM postings;")
             .unwrap();
     }
     assert_eq!(
@@ -502,9 +502,7 @@ async fn an_index_from_before_empty_headings_were_left_out_is_rebuilt() {
         conn.execute_batch(
             "UPDATE meta SET value = '2' WHERE key = 'schema_version';
              INSERT INTO chunks (path, start_line, end_line, heading, text, hash)
-               VALUES ('memory/MEMORY.md', 8, 8, 'Long-term memory > Projects', '## Projects', 'h');
-             INSERT INTO chunks_fts (rowid, heading, text)
-               VALUES (last_insert_rowid(), 'Long-term memory > Projects', '## Projects');",
+               VALUES ('memory/MEMORY.md', 8, 8, 'Long-term memory > Projects', '## Projects', 'h');",
         )
         .unwrap();
     }
