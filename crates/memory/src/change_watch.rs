@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use notify::event::{CreateKind, EventKind, ModifyKind, RemoveKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 
-use crate::index::{SESSIONS, SOURCES};
+use crate::source_files::{SESSIONS, SOURCES};
 
 /// What changed since the changes were last taken.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,9 +8,9 @@
 //! new file and renames it over the old one, which must never take anything that cannot be
 //! rebuilt (the audit log) with it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 use sha2::{Digest as _, Sha256};
@@ -20,6 +20,7 @@ use crate::documents::document_text;
 use crate::embedding::{EmbeddingProvider, EmbeddingSetup};
 use crate::keyword::{self, KeywordChanges};
 use crate::ranking::{SearchOptions, fuse, rank};
+use crate::source_files::{ListError, SESSIONS, SOURCES, SourceFile, SourceFolders};
 use crate::vectors::{self, Content, EXACT_MARGIN};
 
 /// Bumped when the tables change, or what the chunker makes of a file (3: headings with
@@ -40,18 +41,6 @@ const FUSION_POOL: usize = 50;
 const SNIPPET_CHARS: usize = 700;
 /// Words of a query used at most; more add nothing to BM25 but time.
 const MAX_QUERY_TERMS: usize = 32;
-
-/// The source name of session transcripts, indexed when asked for.
-pub(crate) const SESSIONS: &str = "sessions";
-
-/// Folders of the workspace that are indexed, and the file endings read in each.
-pub(crate) const SOURCES: [(&str, &[&str]); 2] = [
-    ("memory", &["md"]),
-    (
-        "knowledge",
-        &["md", "markdown", "txt", "html", "htm", "pdf"],
-    ),
-];
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -372,54 +361,54 @@ impl MemoryIndex {
                 Err(other) => return Err(other),
             }
         }
-        let found = match only {
-            None => self.source_files()?,
-            Some(paths) => self.named_source_files(paths),
-        };
         let database = self.database.clone();
         let sql = |source| IndexError::Sqlite {
             path: database.clone(),
             source,
         };
+        let folders = SourceFolders {
+            workspace: &self.workspace,
+            sessions: self.sessions.as_deref(),
+        };
+        // By path: the files on disk and in the index are matched in linear time, so a
+        // search over 20,000 unchanged notes costs their stat calls and no more; the index's
+        // list is read while the files are looked at.
+        let conn = &self.conn;
+        let (found, known) = match only {
+            None => std::thread::scope(|scope| {
+                let looked = scope.spawn(move || folders.every_file());
+                let known = known_files(conn, None);
+                let found = match looked.join() {
+                    Ok(found) => found,
+                    // A panic is a bug: carried on, not turned into files that look deleted.
+                    Err(panic) => std::panic::resume_unwind(panic),
+                };
+                (found, known)
+            }),
+            Some(paths) => (
+                Ok(folders.named_files(paths)),
+                known_files(conn, Some(paths)),
+            ),
+        };
+        let found = found.map_err(|ListError { folder, source }| IndexError::Io {
+            action: "list",
+            path: folder,
+            source,
+        })?;
+        let mut known = known.map_err(sql)?;
         let mut report = SyncReport {
             files: found.len(),
             ..SyncReport::default()
         };
-        // By path: the files on disk and in the index are matched in linear time, so a
-        // search over 20,000 unchanged notes costs their stat calls and no more.
-        let known: HashMap<String, (i64, i64)> = {
-            let mut stmt = self
-                .conn
-                .prepare_cached(match only {
-                    None => "SELECT path, mtime, size FROM files",
-                    Some(_) => "SELECT path, mtime, size FROM files WHERE path = ?1",
-                })
-                .map_err(sql)?;
-            let row = |row: &rusqlite::Row<'_>| Ok((row.get(0)?, (row.get(1)?, row.get(2)?)));
-            match only {
-                None => stmt
-                    .query_map([], row)
-                    .map_err(sql)?
-                    .collect::<Result<_, _>>()
-                    .map_err(sql)?,
-                Some(paths) => {
-                    let mut known = HashMap::new();
-                    for path in paths {
-                        known.extend(stmt.query_row([path], row).optional().map_err(sql)?);
-                    }
-                    known
-                }
-            }
-        };
-        let on_disk: HashSet<&str> = found.iter().map(|f| f.relative.as_str()).collect();
-        let gone: Vec<&String> = known
-            .keys()
-            .filter(|path| !on_disk.contains(path.as_str()))
-            .collect();
-        let stale: Vec<&SourceFile> = found
+        let mut stale: Vec<&SourceFile> = found
             .iter()
-            .filter(|file| known.get(&file.relative) != Some(&(file.mtime, file.size)))
+            .filter(|file| known.remove(&file.relative) != Some((file.mtime, file.size)))
             .collect();
+        // What the index has and the disk no longer does; in path order, as the stale files,
+        // so that a sync reads and writes in the same order every time.
+        let mut gone: Vec<String> = known.into_keys().collect();
+        gone.sort_unstable();
+        stale.sort_unstable_by(|a, b| a.relative.cmp(&b.relative));
         // Nothing to write when nothing changed: a search then takes no write lock and waits
         // for no commit to reach the disk. A new index records its first sync all the same.
         if gone.is_empty() && stale.is_empty() && self.meta("last_sync")?.is_some() {
@@ -432,11 +421,14 @@ impl MemoryIndex {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(sql)?;
         let mut keywords = KeywordChanges::default();
-        for path in gone {
+        for path in &gone {
             remove_file(&tx, path, &mut keywords).map_err(sql)?;
             report.removed += 1;
         }
         for file in stale {
+            let absolute = folders
+                .path(&file.relative)
+                .unwrap_or_else(|| self.workspace.join(&file.relative));
             let previous: Option<String> = tx
                 .query_row(
                     "SELECT hash FROM files WHERE path = ?1",
@@ -445,9 +437,9 @@ impl MemoryIndex {
                 )
                 .optional()
                 .map_err(sql)?;
-            let bytes = std::fs::read(&file.absolute).map_err(|source| IndexError::Io {
+            let bytes = std::fs::read(&absolute).map_err(|source| IndexError::Io {
                 action: "read",
-                path: file.absolute.clone(),
+                path: absolute.clone(),
                 source,
             })?;
             report.read += 1;
@@ -464,7 +456,7 @@ impl MemoryIndex {
             remove_file(&tx, &file.relative, &mut keywords).map_err(sql)?;
             // A document without text to give is indexed as nothing, with its hash, so that it
             // is read again when it changes and not at every search.
-            let text = document_text(&file.absolute, &bytes).unwrap_or_else(|err| {
+            let text = document_text(&absolute, &bytes).unwrap_or_else(|err| {
                 tracing::warn!("{} is indexed without its text: {err}", file.relative);
                 String::new()
             });
@@ -816,131 +808,29 @@ impl MemoryIndex {
             )?,
         })
     }
-
-    /// Every indexable file under the source folders, sorted by path. Links are not followed:
-    /// the index reads what the workspace holds, nothing it points to elsewhere.
-    /// The files `paths` name (as the index names them) that exist and the index reads.
-    fn named_source_files(&self, paths: &[String]) -> Vec<SourceFile> {
-        let mut out = Vec::new();
-        for relative in paths {
-            let Some((top, rest)) = relative.split_once('/') else {
-                continue;
-            };
-            let (source, root, endings): (&'static str, PathBuf, &[&str]) =
-                match SOURCES.iter().find(|(source, _)| *source == top) {
-                    Some((source, endings)) => (source, self.workspace.join(source), endings),
-                    None if top == SESSIONS => match &self.sessions {
-                        Some(dir) => (SESSIONS, dir.clone(), &["jsonl"]),
-                        None => continue,
-                    },
-                    None => continue,
-                };
-            let absolute = root.join(rest);
-            let readable = absolute
-                .extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| endings.contains(&e.to_ascii_lowercase().as_str()));
-            // Gone (or never one the index reads): left out, so the sync removes it.
-            let Ok(meta) = std::fs::symlink_metadata(&absolute) else {
-                continue;
-            };
-            if !readable || !meta.is_file() {
-                continue;
-            }
-            out.push(SourceFile {
-                absolute,
-                relative: relative.clone(),
-                source,
-                mtime: mtime_nanos(&meta),
-                size: meta.len() as i64,
-            });
-        }
-        out
-    }
-
-    fn source_files(&self) -> Result<Vec<SourceFile>, IndexError> {
-        let mut out = Vec::new();
-        for (source, endings) in SOURCES {
-            walk(&self.workspace.join(source), source, endings, &mut out)?;
-        }
-        if let Some(dir) = &self.sessions {
-            walk(dir, SESSIONS, &["jsonl"], &mut out)?;
-        }
-        out.sort_by(|a, b| a.relative.cmp(&b.relative));
-        Ok(out)
-    }
 }
 
-/// Adds every file under `root` with one of `endings` to `out`, named `<source>/<path under
-/// root>`.
-fn walk(
-    root: &Path,
-    source: &'static str,
-    endings: &[&str],
-    out: &mut Vec<SourceFile>,
-) -> Result<(), IndexError> {
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(err) => {
-                return Err(IndexError::Io {
-                    action: "list",
-                    path: dir,
-                    source: err,
-                });
+/// The size and time of each file the index has read (only of `only`, when given).
+fn known_files(
+    conn: &Connection,
+    only: Option<&[String]>,
+) -> rusqlite::Result<HashMap<String, (i64, i64)>> {
+    let row = |row: &rusqlite::Row<'_>| Ok((row.get(0)?, (row.get(1)?, row.get(2)?)));
+    match only {
+        None => conn
+            .prepare_cached("SELECT path, mtime, size FROM files")?
+            .query_map([], row)?
+            .collect(),
+        Some(paths) => {
+            let mut stmt =
+                conn.prepare_cached("SELECT path, mtime, size FROM files WHERE path = ?1")?;
+            let mut known = HashMap::new();
+            for path in paths {
+                known.extend(stmt.query_row([path], row).optional()?);
             }
-        };
-        for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let path = entry.path();
-            if kind.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let readable = kind.is_file()
-                && path
-                    .extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| endings.contains(&e.to_ascii_lowercase().as_str()));
-            let Some(relative) = readable
-                .then(|| path.strip_prefix(root).ok())
-                .flatten()
-                .and_then(|p| p.to_str())
-                .map(|p| format!("{source}/{}", p.replace(std::path::MAIN_SEPARATOR, "/")))
-            else {
-                continue;
-            };
-            let Ok(meta) = entry.metadata() else { continue };
-            out.push(SourceFile {
-                absolute: path,
-                relative,
-                source,
-                mtime: mtime_nanos(&meta),
-                size: meta.len() as i64,
-            });
+            Ok(known)
         }
     }
-    Ok(())
-}
-
-/// A file's modification time in nanoseconds since the epoch; 0 when the system has none.
-fn mtime_nanos(meta: &std::fs::Metadata) -> i64 {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
-struct SourceFile {
-    absolute: PathBuf,
-    relative: String,
-    source: &'static str,
-    mtime: i64,
-    size: i64,
 }
 
 /// Vectors are rows of a rowid table: as the key-ordered rows of a `WITHOUT ROWID` table, each

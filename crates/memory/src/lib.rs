@@ -15,6 +15,7 @@ mod memory_tools;
 #[cfg(feature = "documents")]
 mod pdf;
 mod ranking;
+mod source_files;
 mod vectors;
 
 pub use change_watch::{ChangeWatch, Changes, WatchError};
