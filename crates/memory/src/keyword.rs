@@ -13,6 +13,7 @@
 //! and stemmed the way FTS5's `porter unicode61 remove_diacritics 2` tokenizer did, with
 //! Snowball's English stemmer (Porter's own revision of his algorithm) for the stemming.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
@@ -37,6 +38,8 @@ const B: f64 = 0.75;
 const FLUSH_POSTINGS: usize = 1 << 16;
 /// Words longer than this are kept as they are: no stemmer rule applies to a hash or a key.
 const MAX_STEMMED_CHARS: usize = 64;
+/// Words whose terms a sync remembers past a write of its postings; past that, it forgets them.
+const STEMS_KEPT: usize = 1 << 16;
 
 /// The `meta` keys of the totals BM25 needs: chunks indexed and their words.
 const CHUNKS_KEY: &str = "keyword_chunks";
@@ -44,27 +47,18 @@ const TOKENS_KEY: &str = "keyword_tokens";
 
 static STEMMER: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
 
-/// Calls `each` with every word of `text` in order, folded (lower case, without diacritics)
-/// and then stemmed: a word is a run of letters and digits; combining marks are dropped
-/// without ending it, as FTS5's `unicode61` with `remove_diacritics 2` did.
-pub(crate) fn for_each_word(text: &str, mut each: impl FnMut(&str, &str)) {
+/// Calls `each` with every word of `text` in order, folded: lower case, without diacritics. A
+/// word is a run of letters and digits; combining marks are dropped without ending it, as
+/// FTS5's `unicode61` with `remove_diacritics 2` did.
+pub(crate) fn for_each_word(text: &str, mut each: impl FnMut(&str)) {
     let mut word = String::new();
-    let mut end_word = |word: &mut String| {
-        if !word.is_empty() {
-            if word.chars().nth(MAX_STEMMED_CHARS).is_some() {
-                each(word, word);
-            } else {
-                each(word, &STEMMER.stem(word));
-            }
-            word.clear();
-        }
-    };
     for c in text.chars() {
         if c.is_ascii() {
             if c.is_ascii_alphanumeric() {
                 word.push(c.to_ascii_lowercase());
-            } else {
-                end_word(&mut word);
+            } else if !word.is_empty() {
+                each(&word);
+                word.clear();
             }
             continue;
         }
@@ -79,11 +73,23 @@ pub(crate) fn for_each_word(text: &str, mut each: impl FnMut(&str, &str)) {
                 separator = true;
             }
         });
-        if separator {
-            end_word(&mut word);
+        if separator && !word.is_empty() {
+            each(&word);
+            word.clear();
         }
     }
-    end_word(&mut word);
+    if !word.is_empty() {
+        each(&word);
+    }
+}
+
+/// The term a folded word is indexed and searched under.
+pub(crate) fn stem(word: &str) -> Cow<'_, str> {
+    if word.chars().nth(MAX_STEMMED_CHARS).is_some() {
+        Cow::Borrowed(word)
+    } else {
+        STEMMER.stem(word)
+    }
 }
 
 /// One chunk in one word's postings.
@@ -104,6 +110,9 @@ pub(crate) struct KeywordChanges {
     pending: usize,
     chunks: i64,
     tokens: i64,
+    /// The terms of words seen in this sync: most words come again and again, and stemming
+    /// was a tenth of a first build.
+    stems: HashMap<String, String>,
 }
 
 impl KeywordChanges {
@@ -115,7 +124,7 @@ impl KeywordChanges {
         heading: &str,
         text: &str,
     ) -> rusqlite::Result<()> {
-        let (counts, length) = word_counts(heading, text);
+        let (counts, length) = word_counts(&mut self.stems, heading, text);
         self.chunks += 1;
         self.tokens += i64::from(length);
         self.pending += counts.len();
@@ -134,7 +143,7 @@ impl KeywordChanges {
 
     /// Chunk `chunk`, as it was indexed (its heading and text), is gone.
     pub(crate) fn remove(&mut self, chunk: i64, heading: &str, text: &str) {
-        let (counts, length) = word_counts(heading, text);
+        let (counts, length) = word_counts(&mut self.stems, heading, text);
         self.chunks -= 1;
         self.tokens -= i64::from(length);
         for (term, _) in counts {
@@ -203,17 +212,35 @@ impl KeywordChanges {
                 params![key, delta],
             )?;
         }
+        let stems = std::mem::take(&mut self.stems);
         *self = Self::default();
+        if stems.len() < STEMS_KEPT {
+            self.stems = stems;
+        }
         Ok(())
     }
 }
 
 /// How often each word is in a chunk (its heading and text, as FTS5's two columns of equal
 /// weight were), and how many words it has.
-fn word_counts(heading: &str, text: &str) -> (Vec<(String, u32)>, u32) {
+fn word_counts(
+    stems: &mut HashMap<String, String>,
+    heading: &str,
+    text: &str,
+) -> (Vec<(String, u32)>, u32) {
     let mut terms: Vec<String> = Vec::new();
     for part in [heading, text] {
-        for_each_word(part, |_, term| terms.push(term.to_owned()));
+        for_each_word(part, |word| {
+            let term = match stems.get(word) {
+                Some(term) => term.clone(),
+                None => {
+                    let term = stem(word).into_owned();
+                    stems.insert(word.to_owned(), term.clone());
+                    term
+                }
+            };
+            terms.push(term);
+        });
     }
     let length = u32::try_from(terms.len()).unwrap_or(u32::MAX);
     terms.sort_unstable();
@@ -386,8 +413,8 @@ mod tests {
 
     fn words(text: &str) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for_each_word(text, |folded, term| {
-            out.push((folded.to_owned(), term.to_owned()))
+        for_each_word(text, |word| {
+            out.push((word.to_owned(), stem(word).into_owned()))
         });
         out
     }
@@ -505,7 +532,7 @@ mod tests {
             &["cat", "red", "cat"],
         ] {
             let mut terms: Vec<String> = Vec::new();
-            for_each_word(&query.join(" "), |_, term| terms.push(term.to_owned()));
+            for_each_word(&query.join(" "), |word| terms.push(stem(word).into_owned()));
             let ours = search(&conn, &terms, 20).unwrap();
             let expression = query.join(" OR ");
             let fts5: Vec<(i64, f64)> = conn
