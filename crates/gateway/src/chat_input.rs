@@ -191,6 +191,7 @@ async fn attach(
                 ChannelError::Unsupported { .. }
                 | ChannelError::File { .. }
                 | ChannelError::Api { .. }
+                | ChannelError::Rejected { .. }
                 | ChannelError::Transport { .. }
                 | ChannelError::Unauthorized { .. } => "it could not be downloaded",
             };
