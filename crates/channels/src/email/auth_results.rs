@@ -93,8 +93,7 @@ fn aligned(a: &str, b: &str) -> bool {
         return false;
     }
     let (shorter, longer) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    shorter.contains('.')
-        && (longer == shorter || longer.ends_with(&format!(".{shorter}")))
+    shorter.contains('.') && (longer == shorter || longer.ends_with(&format!(".{shorter}")))
 }
 
 /// One header's results.
@@ -261,8 +260,7 @@ mod tests {
         assert_eq!(
             check(KERNEL, "smtp.subspace.kernel.org", "gmail.com"),
             Verdict::Fail(
-                "smtp.subspace.kernel.org reports arc=pass, none aligned with gmail.com"
-                    .to_owned()
+                "smtp.subspace.kernel.org reports arc=pass, none aligned with gmail.com".to_owned()
             )
         );
         // A header the sender wrote below the server's own, claiming its name, is not read.
@@ -285,7 +283,10 @@ mod tests {
             "Authentication-Results",
             "mx.example.net 1; dkim/1=pass (good (nested) signature; really) header.d=\"mail.example.com\"",
         )];
-        assert_eq!(check(header, "mx.example.net", "example.com"), Verdict::Pass);
+        assert_eq!(
+            check(header, "mx.example.net", "example.com"),
+            Verdict::Pass
+        );
         let spf = [(
             "Authentication-Results",
             "mx.example.net; spf=pass smtp.mailfrom=bounce@example.com",

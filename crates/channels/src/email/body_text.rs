@@ -62,10 +62,7 @@ pub(crate) fn without_quoted_history(text: &str) -> (String, bool) {
             end -= 2;
         }
     }
-    let cut = end < lines.len()
-        && lines[end..]
-            .iter()
-            .any(|line| !line.trim().is_empty());
+    let cut = end < lines.len() && lines[end..].iter().any(|line| !line.trim().is_empty());
     let kept = lines[..end].join("\n").trim_end().to_owned();
     (kept, cut)
 }
@@ -73,9 +70,17 @@ pub(crate) fn without_quoted_history(text: &str) -> (String, bool) {
 /// Whether `line` introduces a quote: it ends in "wrote:" (or a client's word for it).
 fn is_attribution(line: &str) -> bool {
     let line = line.trim().to_lowercase();
-    ["wrote:", "writes:", "schrieb:", "a écrit :", "a écrit:", "escribió:", "schreef:"]
-        .iter()
-        .any(|end| line.ends_with(end))
+    [
+        "wrote:",
+        "writes:",
+        "schrieb:",
+        "a écrit :",
+        "a écrit:",
+        "escribió:",
+        "schreef:",
+    ]
+    .iter()
+    .any(|end| line.ends_with(end))
 }
 
 /// `text` cut to at most `max` characters, at a line or word end where one is near, with a

@@ -277,6 +277,15 @@ impl EmailChannel {
                 }
             }
         }
+        // Threads are known before their mails are handed over: an answer may be sent at once.
+        // A mail not taken in the end is read again and recorded again.
+        if let Some(state) = self.state().as_mut() {
+            for (_, delivery) in &handled {
+                if let Some((_, thread)) = delivery {
+                    state.record(&thread.root, &thread.subject, thread.references.clone());
+                }
+            }
+        }
         let messages: Vec<InboundMessage> = handled
             .iter()
             .filter_map(|(_, delivery)| delivery.as_ref().map(|(message, _)| message.clone()))
@@ -290,12 +299,9 @@ impl EmailChannel {
         for (uid, delivery) in &handled {
             match delivery {
                 Some(_) if taken == accepted => break,
-                Some((_, thread)) => {
+                Some(_) => {
                     taken += 1;
                     seen.push(*uid);
-                    if let Some(state) = self.state().as_mut() {
-                        state.record(&thread.root, &thread.subject, thread.references.clone());
-                    }
                 }
                 None => {}
             }
@@ -347,6 +353,11 @@ impl EmailChannel {
                     imap::log_out(session).await;
                     return Ok(());
                 }
+            }
+            // A mail that came while these were read was announced in an answer already, and
+            // IDLE would not tell of it again: look again until there is nothing new.
+            if !uids.is_empty() {
+                continue;
             }
             if idle {
                 let woken;
@@ -488,8 +499,11 @@ impl Channel for EmailChannel {
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, ChannelError> {
         let to: Mailbox = message.chat.chat_id.parse().map_err(|err| {
-            MailError::Rejected(format!("{:?} is not an address: {err}", message.chat.chat_id))
-                .into_channel_error("SMTP")
+            MailError::Rejected(format!(
+                "{:?} is not an address: {err}",
+                message.chat.chat_id
+            ))
+            .into_channel_error("SMTP")
         })?;
         // A thread the state no longer knows is still answered in it, by its first mail.
         let thread = message.chat.thread_id.as_ref().map(|root| {
@@ -613,7 +627,8 @@ impl Channel for EmailChannel {
             if selected.uid_validity != uid_validity {
                 return Ok(None);
             }
-            imap::fetch(&mut session, &[uid]).await
+            imap::fetch(&mut session, &[uid])
+                .await
                 .map(|mut mails| mails.pop().map(|(_, raw)| raw))
         }
         .await;

@@ -66,8 +66,7 @@ pub(crate) fn compose(
     let mail = match file {
         None => builder.singlepart(body),
         Some(file) => {
-            let kind = ContentType::parse(mime_of(&file.name))
-                .unwrap_or(ContentType::TEXT_PLAIN);
+            let kind = ContentType::parse(mime_of(&file.name)).unwrap_or(ContentType::TEXT_PLAIN);
             builder.multipart(
                 MultiPart::mixed()
                     .singlepart(body)

@@ -166,10 +166,22 @@ mod tests {
 
     #[test]
     fn only_this_machine_counts_as_loopback() {
-        for host in ["localhost", "127.0.0.1", "127.1.2.3", "::1", "[::1]", "LocalHost"] {
+        for host in [
+            "localhost",
+            "127.0.0.1",
+            "127.1.2.3",
+            "::1",
+            "[::1]",
+            "LocalHost",
+        ] {
             assert!(is_loopback(host), "{host}");
         }
-        for host in ["imap.example.com", "10.0.0.1", "localhost.example.com", "192.168.1.2"] {
+        for host in [
+            "imap.example.com",
+            "10.0.0.1",
+            "localhost.example.com",
+            "192.168.1.2",
+        ] {
             assert!(!is_loopback(host), "{host}");
         }
     }

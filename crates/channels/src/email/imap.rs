@@ -51,7 +51,11 @@ pub(crate) async fn log_in(server: &MailServer, trust: &Trust) -> Result<Session
         MailSecurity::Starttls => {
             let mut client = async_imap::Client::new(stream);
             greeting(&mut client, &server.host).await?;
-            timed("STARTTLS", client.run_command_and_check_ok("STARTTLS", None)).await?;
+            timed(
+                "STARTTLS",
+                client.run_command_and_check_ok("STARTTLS", None),
+            )
+            .await?;
             trust.wrap(client.into_inner(), &server.host).await?
         }
         MailSecurity::Plain => stream,
@@ -72,7 +76,7 @@ pub(crate) async fn log_in(server: &MailServer, trust: &Trust) -> Result<Session
             "{} refused the login of {}: {}",
             server.host,
             server.username,
-            why.trim()
+            server_words(&why)
         ))),
         Err((err, _)) => Err(MailError::Transport(format!("IMAP LOGIN: {err}"))),
     }
@@ -89,7 +93,9 @@ async fn greeting(
             "{host} closed the connection before its greeting"
         ))),
         Ok(Err(err)) => Err(MailError::Transport(format!("{host}'s greeting: {err}"))),
-        Err(_) => Err(MailError::Transport(format!("no greeting from {host} in time"))),
+        Err(_) => Err(MailError::Transport(format!(
+            "no greeting from {host} in time"
+        ))),
     }
 }
 
@@ -111,7 +117,7 @@ pub(crate) async fn select(session: &mut Session, mailbox: &str) -> Result<Selec
         Err(async_imap::error::Error::No(why)) => {
             return Err(MailError::Login(format!(
                 "cannot open the mailbox {mailbox}: {}",
-                why.trim()
+                server_words(&why)
             )));
         }
         Err(err) => return Err(MailError::Transport(format!("IMAP SELECT: {err}"))),
@@ -212,6 +218,13 @@ pub(crate) async fn idle(
 /// Says goodbye; the connection may be gone already.
 pub(crate) async fn log_out(mut session: Session) {
     let _ = tokio::time::timeout(Duration::from_secs(5), session.logout()).await;
+}
+
+/// What the server said with a NO: async-imap reports it as `code: …, info: Some("…")`.
+fn server_words(why: &str) -> String {
+    why.split_once("info: Some(\"")
+        .and_then(|(_, rest)| rest.strip_suffix("\")"))
+        .map_or_else(|| why.trim().to_owned(), |info| info.replace("\\\"", "\""))
 }
 
 /// `1,3,4` for a UID FETCH or STORE.

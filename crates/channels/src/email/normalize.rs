@@ -48,7 +48,10 @@ pub(crate) struct ThreadMail {
 pub(crate) enum Normalized {
     Deliver(Box<InboundMessage>, ThreadMail),
     /// Not answered; `forged` when the From line was not vouched for (logged as a warning).
-    Skip { reason: String, forged: bool },
+    Skip {
+        reason: String,
+        forged: bool,
+    },
 }
 
 fn skip(reason: impl Into<String>) -> Normalized {
