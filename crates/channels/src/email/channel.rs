@@ -26,7 +26,7 @@ use nanocrab_schema::{ChatRef, InboundMessage, Media, OutboundMessage};
 use tokio_util::sync::CancellationToken;
 
 use super::compose::{File, compose};
-use super::connection::{CHANNEL, MailError, Trust};
+use super::connection::{CHANNEL, MailError, Trust, is_loopback};
 use super::imap::{self, Session, Woken};
 use super::mailbox_state::{MailboxState, Thread};
 use super::normalize::{Normalized, Place, Reading, ThreadMail, attachment_bytes, normalize};
@@ -128,6 +128,17 @@ impl EmailChannel {
             .parse()
             .map_err(|err| setup(format!("fromAddress {:?}: {err}", settings.from_address)))?;
         let from = Mailbox::new(settings.from_name.clone(), address);
+        for (server, key) in [
+            (&settings.imap, "imapSecurity"),
+            (&settings.smtp, "smtpSecurity"),
+        ] {
+            if server.security == MailSecurity::Plain && !is_loopback(&server.host) {
+                return Err(setup(format!(
+                    "{key} is plain, but {} is not this machine: an unencrypted connection would show the password to the network (use tls or starttls)",
+                    server.host
+                )));
+            }
+        }
         let extra_pem = match &settings.ca_file {
             Some(path) => Some(std::fs::read(path).map_err(|err| ChannelError::File {
                 channel: CHANNEL.to_owned(),
