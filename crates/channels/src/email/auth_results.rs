@@ -33,7 +33,7 @@ pub(crate) fn check<'a>(
         .into_iter()
         .filter(|(name, _)| name.eq_ignore_ascii_case("Authentication-Results"))
         .map(|(_, value)| parse(value))
-        .find(|results| results.authserv_id.eq_ignore_ascii_case(authserv_id.trim()));
+        .find(|results| names_server(&results.authserv_id, authserv_id.trim()));
     let Some(results) = ours else {
         return Verdict::Fail(format!(
             "no Authentication-Results header from {}",
@@ -81,6 +81,20 @@ pub(crate) fn check<'a>(
             found.join(" ")
         )
     })
+}
+
+/// Whether the authserv-id `id` is the configured one: the same name, or with `*.name`
+/// configured, any host under `name` (providers whose every receiving host writes its own
+/// name, `mx3.messagingengine.com`).
+fn names_server(id: &str, configured: &str) -> bool {
+    match configured.strip_prefix("*.") {
+        Some(parent) => {
+            let id = id.to_ascii_lowercase();
+            let parent = parent.to_ascii_lowercase();
+            id.ends_with(&format!(".{parent}"))
+        }
+        None => id.eq_ignore_ascii_case(configured),
+    }
 }
 
 /// Whether `a` and `b` are one organisation's domains (DMARC's relaxed alignment, roughly).
@@ -297,6 +311,26 @@ mod tests {
             check(none, "mx.example.net", "example.com"),
             Verdict::Fail("mx.example.net reports no results".to_owned())
         );
+    }
+
+    #[test]
+    fn a_wildcard_names_any_receiving_host_of_a_provider() {
+        let header = [(
+            "Authentication-Results",
+            "mx3.messagingengine.com; dkim=pass header.d=example.com",
+        )];
+        assert_eq!(
+            check(header, "*.messagingengine.com", "example.com"),
+            Verdict::Pass
+        );
+        assert!(matches!(
+            check(header, "*.engine.com", "example.com"),
+            Verdict::Fail(_)
+        ));
+        assert!(!names_server(
+            "messagingengine.com.evil.example",
+            "*.messagingengine.com"
+        ));
     }
 
     #[test]
