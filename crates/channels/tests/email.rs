@@ -300,6 +300,32 @@ async fn a_first_start_reads_the_unread_mails_only_and_robots_are_never_answered
 }
 
 #[tokio::test]
+async fn a_rebuilt_mailbox_is_not_read_again() {
+    let servers = MailServers::start();
+    let state = tempfile::tempdir().unwrap();
+    let mut running = receiving(settings(&servers, state.path()));
+    opened(state.path()).await;
+    running.stop().await.unwrap();
+    // The state of a mailbox whose UIDVALIDITY was another: to the channel, the server has
+    // rebuilt it since, and its UIDs now name other mails.
+    let file = state.path().join("email-default.json");
+    let mut saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    saved["uidValidity"] = serde_json::json!(saved["uidValidity"].as_u64().unwrap() + 1);
+    std::fs::write(&file, saved.to_string()).unwrap();
+    servers.deliver(&mail("before@example.com", "Old", "", "was there before"));
+
+    let mut running = receiving(settings(&servers, state.path()));
+    until("the state started over", || {
+        std::fs::read_to_string(&file).unwrap().contains("\"lastUid\": 1")
+    })
+    .await;
+    servers.deliver(&mail("after@example.com", "New", "", "arrived after"));
+    assert_eq!(running.message().await.message_id, "after@example.com");
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn with_auth_results_required_a_spoofed_sender_is_refused() {
     let servers = MailServers::start();
     let state = tempfile::tempdir().unwrap();
