@@ -303,7 +303,7 @@ async fn a_first_start_reads_the_unread_mails_only_and_robots_are_never_answered
 async fn a_rebuilt_mailbox_is_not_read_again() {
     let servers = MailServers::start();
     let state = tempfile::tempdir().unwrap();
-    let mut running = receiving(settings(&servers, state.path()));
+    let running = receiving(settings(&servers, state.path()));
     opened(state.path()).await;
     running.stop().await.unwrap();
     // The state of a mailbox whose UIDVALIDITY was another: to the channel, the server has
@@ -317,7 +317,9 @@ async fn a_rebuilt_mailbox_is_not_read_again() {
 
     let mut running = receiving(settings(&servers, state.path()));
     until("the state started over", || {
-        std::fs::read_to_string(&file).unwrap().contains("\"lastUid\": 1")
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("\"lastUid\": 1")
     })
     .await;
     servers.deliver(&mail("after@example.com", "New", "", "arrived after"));
