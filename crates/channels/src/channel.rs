@@ -52,6 +52,14 @@ pub enum ChannelError {
         method: String,
         message: String,
     },
+    /// The platform refused the message for good (a mail server's permanent 5xx: no such
+    /// recipient, a message it will not take); sending it again will not help.
+    #[error("{channel}: {method} refused: {message}")]
+    Rejected {
+        channel: String,
+        method: String,
+        message: String,
+    },
     /// The platform says the credentials are wrong; retrying will not help.
     #[error("{channel}: the token was rejected: {message}")]
     Unauthorized { channel: String, message: String },
@@ -98,6 +106,12 @@ pub trait Channel: Send + Sync {
 
     /// Replaces the text of a message the bot sent.
     async fn edit(&self, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), ChannelError>;
+
+    /// Whether what arrives is content nobody vouches for: an email's From line can be forged
+    /// and its text may be anyone's. The model reads such messages fenced as data.
+    fn untrusted_content(&self) -> bool {
+        false
+    }
 
     /// Reacts to a message with an emoji.
     async fn react(

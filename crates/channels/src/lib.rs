@@ -5,19 +5,26 @@
 //! [`InboundMessage`](nanocrab_schema::InboundMessage) and hands it to the gateway through an
 //! [`InboundSink`]; it sends the gateway's answers back in the platform's own markup.
 
-#[cfg(any(feature = "telegram", feature = "slack"))]
+#[cfg(any(feature = "telegram", feature = "slack", feature = "email"))]
 mod backoff;
 #[cfg(any(feature = "telegram", feature = "slack"))]
 mod block_text;
 mod channel;
 #[cfg(feature = "discord")]
 pub mod discord;
-#[cfg(any(feature = "telegram", feature = "slack", feature = "discord"))]
+#[cfg(feature = "email")]
+pub mod email;
+#[cfg(any(
+    feature = "telegram",
+    feature = "slack",
+    feature = "discord",
+    feature = "email"
+))]
 mod error_text;
 mod sink;
 #[cfg(feature = "slack")]
 pub mod slack;
-#[cfg(any(feature = "telegram", feature = "discord"))]
+#[cfg(any(feature = "telegram", feature = "discord", feature = "email"))]
 mod state_file;
 #[cfg(feature = "telegram")]
 pub mod telegram;

@@ -94,6 +94,25 @@ impl Access {
                 },
             );
         }
+        if let Some(email) = &channels.email {
+            rules.insert(
+                "email".to_owned(),
+                AccessRules {
+                    // Addresses are compared without case, as mail servers treat them; the
+                    // adapter gives senders' addresses in lowercase.
+                    allow_from: email
+                        .allow_from
+                        .iter()
+                        .map(|address| address.trim().to_lowercase())
+                        .collect(),
+                    dm_policy: email.dm_policy,
+                    // Every mail is a direct conversation with its sender.
+                    group_policy: GroupPolicy::Disabled,
+                    groups: BTreeMap::new(),
+                    require_mention: false,
+                },
+            );
+        }
         Self::new(rules, pairing)
     }
 
@@ -467,6 +486,38 @@ mod tests {
         assert_eq!(
             disabled.check(&group("-100", true)).unwrap(),
             AccessDecision::Deny("group messages are disabled")
+        );
+    }
+
+    #[test]
+    fn email_answers_the_listed_addresses_whatever_their_case_and_nobody_else_by_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let config: ChannelsConfig = serde_json::from_value(serde_json::json!({
+            "email": {"fromAddress": "bot@example.test", "allowFrom": [" Alice@Example.com "]},
+        }))
+        .unwrap();
+        let access = Access::from_config(&config, PairingStore::new(dir.path()));
+        let mail = |from: &str| {
+            let mut message = nanocrab_testkit::inbound_dm(from, "m1@example.com", "hi");
+            message.channel = "email".to_owned();
+            message
+        };
+        assert_eq!(
+            access.check(&mail("alice@example.com")).unwrap(),
+            AccessDecision::Allow
+        );
+        assert_eq!(
+            access.check(&mail("mallory@example.com")).unwrap(),
+            AccessDecision::Deny("sender not in allowFrom")
+        );
+        let nobody: ChannelsConfig = serde_json::from_value(serde_json::json!({
+            "email": {"fromAddress": "bot@example.test"},
+        }))
+        .unwrap();
+        let closed = Access::from_config(&nobody, PairingStore::new(dir.path()));
+        assert_eq!(
+            closed.check(&mail("alice@example.com")).unwrap(),
+            AccessDecision::Deny("sender not allowed")
         );
     }
 

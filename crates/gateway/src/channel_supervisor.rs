@@ -48,6 +48,7 @@ pub(crate) async fn supervise(
                 err @ (ChannelError::Unsupported { .. }
                 | ChannelError::File { .. }
                 | ChannelError::Api { .. }
+                | ChannelError::Rejected { .. }
                 | ChannelError::Transport { .. }
                 | ChannelError::TooLarge { .. }),
             ) => err.to_string(),

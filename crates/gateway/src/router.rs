@@ -25,6 +25,10 @@
 //! - `per-channel-peer` (default): `agent:<id>:<channel>:dm:<peer>`, `<peer>` the linked name
 //!   or the sender's id.
 //!
+//! On email, where every mail belongs to a thread of mails, each thread is a conversation of
+//! its own: a direct message's key adds `:topic:<thread>` (the thread's first message id), as
+//! a mail client shows threads apart, except under `main`, which asks for one conversation.
+//!
 //! Groups are `agent:<id>:<channel>:group:<chatId>`, a forum topic, a Discord thread or a
 //! Slack thread adds `:topic:<threadId>` (each thread is its own conversation); the guild
 //! or team is left out, since the channel ids of both are unique across servers and
@@ -39,6 +43,9 @@ use std::collections::BTreeMap;
 use nanocrab_config::{Binding, BindingMatch, DEFAULT_AGENT_ID, DmScope, PeerKind, SessionConfig};
 use nanocrab_schema::{ChatType, InboundMessage, SessionKey, SessionKeyError};
 use sha2::{Digest as _, Sha256};
+
+/// Channels whose direct messages come in threads that are conversations of their own.
+const THREADED_DIRECT_MESSAGES: [&str; 1] = ["email"];
 
 /// Where a message goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +131,13 @@ impl Router {
                 let linked = self
                     .identities
                     .get(&format!("{}:{}", message.channel, message.sender.id));
-                match (self.dm_scope, linked) {
+                let thread = message
+                    .thread_id
+                    .as_ref()
+                    .filter(|_| THREADED_DIRECT_MESSAGES.contains(&message.channel.as_str()))
+                    .map(|thread| format!(":topic:{}", key_part(thread)))
+                    .unwrap_or_default();
+                let peer = match (self.dm_scope, linked) {
                     (DmScope::Main, _) => format!("agent:{agent}:main"),
                     (DmScope::PerPeer, Some(name)) => {
                         format!("agent:{agent}:dm:{}", key_part(name))
@@ -137,6 +150,10 @@ impl Router {
                         "agent:{agent}:{channel}:dm:{}",
                         key_part(linked.unwrap_or(&message.sender.id))
                     ),
+                };
+                match self.dm_scope {
+                    DmScope::Main => peer,
+                    DmScope::PerPeer | DmScope::PerChannelPeer => peer + &thread,
                 }
             }
             ChatType::Group | ChatType::Channel => {
@@ -321,6 +338,50 @@ mod tests {
         assert_eq!(
             router.route(&dm("42")).unwrap(),
             route("main", "agent:main:telegram:dm:42")
+        );
+    }
+
+    #[test]
+    fn each_thread_of_mails_is_a_conversation_of_its_own() {
+        let mail = |thread: &str| InboundMessage {
+            channel: "email".to_owned(),
+            thread_id: Some(thread.to_owned()),
+            ..dm("alice@example.com")
+        };
+        let router = Router::new(&[], &SessionConfig::default());
+        assert_eq!(
+            router.route(&mail("plan-1@example.com")).unwrap(),
+            route(
+                "main",
+                "agent:main:email:dm:alice@example.com:topic:plan-1@example.com"
+            )
+        );
+        // A message id with characters a key cannot hold is made safe like any part.
+        let gmail = router.route(&mail("CAF=xyz+1@mail.gmail.com")).unwrap();
+        let digest = hex(&Sha256::digest(b"CAF=xyz+1@mail.gmail.com"));
+        assert_eq!(
+            gmail.session.as_str(),
+            format!(
+                "agent:main:email:dm:alice@example.com:topic:++{}",
+                &digest[..40]
+            )
+        );
+        // One conversation for all direct messages stays one.
+        assert_eq!(
+            scoped(DmScope::Main, &[])
+                .route(&mail("plan-1@example.com"))
+                .unwrap(),
+            route("main", "agent:main:main")
+        );
+        // Threads of other channels' direct messages are not conversations of their own.
+        let slack = InboundMessage {
+            channel: "slack".to_owned(),
+            thread_id: Some("1610241741.000200".to_owned()),
+            ..dm("U1")
+        };
+        assert_eq!(
+            router.route(&slack).unwrap(),
+            route("main", "agent:main:slack:dm:U1")
         );
     }
 

@@ -247,6 +247,7 @@ impl Shared {
             ChannelError::Api { .. }
             | ChannelError::Unsupported { .. }
             | ChannelError::File { .. }
+            | ChannelError::Rejected { .. }
             | ChannelError::TooLarge { .. } => Attempt::Failed(err.to_string()),
         }
     }

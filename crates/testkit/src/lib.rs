@@ -2,7 +2,8 @@
 //! of Anthropic Messages, OpenAI Chat Completions, the OpenAI Responses API and Gemini,
 //! scripted per test and recording every request, a fake Telegram Bot API ([`FakeTelegram`],
 //! see [`telegram`]), a fake Discord (gateway WebSocket and REST, [`FakeDiscord`], see
-//! [`discord`]), a fake Slack Web API and Socket Mode ([`FakeSlack`], see [`slack`]), a
+//! [`discord`]), a fake Slack Web API and Socket Mode ([`FakeSlack`], see [`slack`]), real
+//! IMAP and SMTP servers started on 127.0.0.1 ([`mail::MailServers`]), a
 //! tiny random GGUF chat model ([`gguf::TinyLlama`]), plus access to the
 //! recorded real streams in `shared/fixtures/`.
 //!
@@ -62,7 +63,9 @@ mod gate;
 mod gemini;
 pub mod gguf;
 pub mod hub;
+
 mod inbound;
+pub mod mail;
 pub mod models;
 mod multipart;
 mod openai_chat;

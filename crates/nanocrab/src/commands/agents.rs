@@ -84,6 +84,7 @@ pub fn build(
         "channels.telegram.grants",
         "channels.slack.grants",
         "channels.discord.grants",
+        "channels.email.grants",
     ] {
         config.require(section)?;
     }

@@ -110,10 +110,16 @@ fn check_channel(env: &Env, config: &Config, deliver: &str) -> anyhow::Result<()
         .slack
         .as_ref()
         .filter(|s| s.enabled && cfg!(feature = "slack"));
+    let email = config
+        .channels
+        .email
+        .as_ref()
+        .filter(|e| e.enabled && cfg!(feature = "email"));
     let running: Vec<&str> = [
         telegram.map(|_| "telegram"),
         discord.map(|_| "discord"),
         slack.map(|_| "slack"),
+        email.map(|_| "email"),
     ]
     .into_iter()
     .flatten()

@@ -40,6 +40,9 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     if config.channels.discord.as_ref().is_some_and(|d| d.enabled) {
         config.require("channels.discord")?;
     }
+    if config.channels.email.as_ref().is_some_and(|e| e.enabled) {
+        config.require("channels.email")?;
+    }
     let bus = OutboundBus::new();
     let web_bus = bus.clone();
     let approvals = Approvals::new(bus.clone());
@@ -152,6 +155,9 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     }
     if let Some(discord) = config.channels.discord.as_ref().filter(|d| d.enabled) {
         discord_channels(env, discord, &state_dir, &mut channels)?;
+    }
+    if let Some(email) = config.channels.email.as_ref().filter(|e| e.enabled) {
+        email_channels(env, email, &state_dir, &mut channels)?;
     }
     for (name, section) in &config.channels.other {
         if section.get("enabled").and_then(|e| e.as_bool()) != Some(false) {
@@ -372,6 +378,78 @@ fn discord_channels(
 ) -> anyhow::Result<()> {
     anyhow::bail!(
         "{}: `channels.discord` is enabled, but this nanocrab was built without the `discord` feature",
+        env.config_path.display()
+    )
+}
+
+/// One channel per mailbox of `channels.email`: the top level as the account `default` (when it
+/// names a `fromAddress`), and each enabled entry of `accounts`.
+#[cfg(feature = "email")]
+fn email_channels(
+    env: &Env,
+    email: &nanocrab_config::EmailConfig,
+    state_dir: &std::path::Path,
+    channels: &mut Vec<Arc<dyn Channel>>,
+) -> anyhow::Result<()> {
+    use nanocrab_channels::email::{EmailChannel, EmailSettings};
+
+    let file = env.config_path.display();
+    anyhow::ensure!(
+        !email.require_auth_results || !email.authserv_id.trim().is_empty(),
+        "{file}: `channels.email.requireAuthResults` is on but `channels.email.authservId` is empty: give the name your mail server writes first in its Authentication-Results headers (docs/channels.md says how to find it)"
+    );
+    for account in email.mail_accounts() {
+        let key = &account.key;
+        for (missing, name, what) in [
+            (
+                account.from_address.is_empty(),
+                "fromAddress",
+                "the bot's own address",
+            ),
+            (
+                account.imap.host.is_empty(),
+                "imapHost",
+                "the IMAP server (imap.gmail.com, say)",
+            ),
+            (
+                account.smtp.host.is_empty(),
+                "smtpHost",
+                "the SMTP server (smtp.gmail.com, say)",
+            ),
+            (
+                account.imap.password.is_empty(),
+                "imapPassword",
+                "the password or app password (`${EMAIL_PASSWORD}` keeps it out of the file)",
+            ),
+        ] {
+            anyhow::ensure!(
+                !missing,
+                "{file}: `{key}.{name}` is empty: give {what}, or set \"enabled\": false"
+            );
+        }
+        let mut settings = EmailSettings::from_config(email, &account, state_dir.to_path_buf());
+        // A relative CA file is where the config is.
+        if let (Some(ca), Some(dir)) = (&settings.ca_file, env.config_path.parent())
+            && ca.is_relative()
+        {
+            settings.ca_file = Some(dir.join(ca));
+        }
+        let channel = EmailChannel::new(settings).with_context(|| format!("{file}: `{key}`"))?;
+        channels.push(Arc::new(channel));
+    }
+    Ok(())
+}
+
+/// Without the `email` feature a `channels.email` section cannot run.
+#[cfg(not(feature = "email"))]
+fn email_channels(
+    env: &Env,
+    _email: &nanocrab_config::EmailConfig,
+    _state_dir: &std::path::Path,
+    _channels: &mut Vec<Arc<dyn Channel>>,
+) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "{}: `channels.email` is enabled, but this nanocrab was built without the `email` feature",
         env.config_path.display()
     )
 }

@@ -286,6 +286,21 @@ pub fn redactor(config: &Config) -> Redactor {
             secrets.push((format!("{key}.appToken"), account.app_token.clone()));
         }
     }
+    if let Some(email) = &config.channels.email {
+        secrets.push((
+            "channels.email.imapPassword".into(),
+            email.imap_password.clone(),
+        ));
+        secrets.push((
+            "channels.email.smtpPassword".into(),
+            email.smtp_password.clone(),
+        ));
+        for (name, account) in &email.accounts {
+            let key = format!("channels.email.accounts.{name}");
+            secrets.push((format!("{key}.imapPassword"), account.imap_password.clone()));
+            secrets.push((format!("{key}.smtpPassword"), account.smtp_password.clone()));
+        }
+    }
     if let Some(discord) = &config.channels.discord {
         secrets.push(("channels.discord.token".into(), discord.token.clone()));
         for (name, account) in &discord.accounts {

@@ -257,6 +257,33 @@ fn settings(config: &Config) -> Vec<Finding> {
             GroupPolicy::Allowlist | GroupPolicy::Disabled => {}
         }
     }
+    if let Some(email) = config.channels.email.as_ref().filter(|e| e.enabled) {
+        match email.dm_policy {
+            DmPolicy::Open => findings.push(Finding {
+                severity: Severity::Risk,
+                place: "channels.email.dmPolicy".into(),
+                what: "`open`: anyone who mails the address, or forges a From line, can talk to your agent and use its tools"
+                    .into(),
+                fix: "use `allowlist` (the default) with allowFrom".into(),
+            }),
+            DmPolicy::Pairing => findings.push(Finding {
+                severity: Severity::Warning,
+                place: "channels.email.dmPolicy".into(),
+                what: "`pairing`: every stranger's mail, spam and forged senders among them, is answered with a pairing code"
+                    .into(),
+                fix: "use `allowlist` (the default) with allowFrom".into(),
+            }),
+            DmPolicy::Allowlist | DmPolicy::Disabled => {}
+        }
+        if !email.require_auth_results {
+            findings.push(Finding {
+                severity: Severity::Warning,
+                place: "channels.email.requireAuthResults".into(),
+                what: "false: a mail whose From line names an allowFrom address is answered even when someone else wrote it (a From line is easy to forge)".into(),
+                fix: "set it to true and authservId to your mail server's name in its Authentication-Results headers".into(),
+            });
+        }
+    }
     findings
 }
 

@@ -232,6 +232,65 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         }
         None => {}
     }
+    match &config.channels.email {
+        Some(email) if !email.enabled => outln!("email      off (enabled: false)")?,
+        Some(email) => {
+            let built = if cfg!(feature = "email") {
+                ""
+            } else {
+                " (this nanocrab was built without email: the gateway will not start with it)"
+            };
+            let security = |security| {
+                serde_json::to_value(security)
+                    .ok()
+                    .and_then(|value| value.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            };
+            for account in email.mail_accounts() {
+                let missing: Vec<&str> = [
+                    (account.from_address.is_empty(), "fromAddress"),
+                    (account.imap.host.is_empty(), "imapHost"),
+                    (account.imap.password.is_empty(), "imapPassword"),
+                    (account.smtp.host.is_empty(), "smtpHost"),
+                ]
+                .into_iter()
+                .filter(|(missing, _)| *missing)
+                .map(|(_, key)| key)
+                .collect();
+                let servers = if missing.is_empty() {
+                    format!(
+                        "IMAP {}:{} {}, SMTP {}:{} {}",
+                        account.imap.host,
+                        account.imap.port,
+                        security(account.imap.security),
+                        account.smtp.host,
+                        account.smtp.port,
+                        security(account.smtp.security)
+                    )
+                } else {
+                    format!("missing {} under {}", missing.join(", "), account.key)
+                };
+                outln!(
+                    "email      {}: {servers}; dmPolicy {}, allowFrom {}, requireAuthResults {}{built}",
+                    if account.from_address.is_empty() {
+                        account.name.as_str()
+                    } else {
+                        account.from_address.as_str()
+                    },
+                    serde_json::to_value(email.dm_policy)?
+                        .as_str()
+                        .unwrap_or_default(),
+                    email.allow_from.len(),
+                    if email.require_auth_results {
+                        "on"
+                    } else {
+                        "off"
+                    },
+                )?;
+            }
+        }
+        None => {}
+    }
     for name in config.channels.other.keys() {
         outln!("{name:<10} no {name} channel in this nanocrab yet; the section is ignored")?;
     }

@@ -11,6 +11,8 @@ mod config_errors;
 mod cron;
 #[cfg(feature = "discord")]
 mod discord;
+#[cfg(feature = "email")]
+mod email;
 mod exec_escapes;
 mod first_hour;
 mod gateway;
