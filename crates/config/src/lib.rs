@@ -12,6 +12,7 @@ mod load;
 mod paths;
 mod routing;
 mod types;
+mod web;
 mod write;
 
 pub use channels::*;
@@ -26,4 +27,5 @@ pub use load::{Loaded, did_you_mean, load, migrate, parse};
 pub use paths::{Paths, expand_home};
 pub use routing::*;
 pub use types::*;
+pub use web::{MAX_REDIRECTS, SearchProvider, WebConfig, WebFetchConfig, WebSearchConfig};
 pub use write::{WriteOutcome, json_schema, write_config_if_missing};

@@ -499,6 +499,17 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
     }
     validate_routing(config).map_err(|(key, message)| invalid(&key, message))?;
     validate_mcp_servers(config).map_err(|(key, message)| invalid(&key, message))?;
+    let tools = std::iter::once(("tools".to_owned(), &config.tools)).chain(
+        config.agents.entries.iter().filter_map(|(id, entry)| {
+            Some((format!("agents.entries.{id}.tools"), entry.tools.as_ref()?))
+        }),
+    );
+    for (prefix, tools) in tools {
+        tools
+            .web
+            .check()
+            .map_err(|(key, message)| invalid(&format!("{prefix}.web.{key}"), message))?;
+    }
     config
         .models
         .check()
@@ -1289,6 +1300,60 @@ mod tests {
         assert_eq!(config.agents.defaults.max_tool_iterations, 20);
         assert!(!config.tools.restrict_to_workspace);
         assert_eq!(config.tools.exec.timeout, 30);
+    }
+
+    #[test]
+    fn a_nanobot_web_section_loads_and_picks_brave_for_its_key() {
+        let config = parse(
+            Path::new("c.json"),
+            r#"{"tools": {"web": {"proxy": null, "search": {"apiKey": "BSA-1", "maxResults": 5}}}}"#,
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(
+            config.tools.web.search.provider(),
+            crate::SearchProvider::Brave
+        );
+        let config = parse(
+            Path::new("c.json"),
+            r#"{"tools": {"web": {"search": {"apiKey": "", "maxResults": 5}}}}"#,
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(
+            config.tools.web.search.provider(),
+            crate::SearchProvider::Duckduckgo
+        );
+    }
+
+    #[test]
+    fn bad_web_settings_name_their_key() {
+        let errors: Vec<String> = [
+            r#"{"tools": {"web": {"proxy": "http://127.0.0.1:7890"}}}"#,
+            r#"{"tools": {"web": {"allowPrivate": ["localhost", "*"]}}}"#,
+            r#"{"tools": {"web": {"allowPrivate": ["10.0.0.0/8"]}}}"#,
+            r#"{"tools": {"web": {"fetch": {"maxRedirects": 6}}}}"#,
+            r#"{"tools": {"web": {"search": {"provider": "searxng"}}}}"#,
+            r#"{"tools": {"web": {"search": {"maxResults": 11}}}}"#,
+            r#"{"agents": {"entries": {"w": {"tools": {"web": {"fetch": {"maxChars": 0}}}}}}}"#,
+            r#"{"tools": {"web": {"search": {"provider": "google"}}}}"#,
+        ]
+        .iter()
+        .map(|text| error(text))
+        .collect();
+        assert_eq!(
+            errors,
+            [
+                "/h/config.json: `tools.web.proxy`: nanocrab's web tools connect directly: a proxy would resolve names where nanocrab cannot check the addresses (loopback, private networks) they lead to; remove the key",
+                "/h/config.json: `tools.web.allowPrivate.1`: \"*\" is not a host; allowed: a host as written in URLs (127.0.0.1, localhost:8080, nas.home.arpa, *.home.arpa)",
+                "/h/config.json: `tools.web.allowPrivate.0`: \"10.0.0.0/8\" is not a host; allowed: a host as written in URLs (127.0.0.1, localhost:8080, nas.home.arpa, *.home.arpa)",
+                "/h/config.json: `tools.web.fetch.maxRedirects`: 6 is too many; allowed: 0 to 5",
+                "/h/config.json: `tools.web.search.baseUrl`: SearXNG needs the address of your instance (e.g. http://localhost:8888)",
+                "/h/config.json: `tools.web.search.maxResults`: 11 is too many; allowed: 1 to 10",
+                "/h/config.json: `agents.entries.w.tools.web.fetch.maxChars`: 0 is too small; allowed: at least 1",
+                "/h/config.json: `tools.web.search.provider`: unknown value; allowed: brave, tavily, searxng, duckduckgo",
+            ]
+        );
     }
 
     #[test]

@@ -976,6 +976,9 @@ pub struct ToolsConfig {
     /// shape. Each call needs the capability `mcp:<server>:<tool>` (grant `mcp:<server>:*`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `web_fetch` and `web_search`: which hosts, how much, which search provider.
+    #[serde(default)]
+    pub web: crate::WebConfig,
 }
 
 impl Default for ToolsConfig {
@@ -989,6 +992,7 @@ impl Default for ToolsConfig {
             approvals: ApprovalsConfig::default(),
             defer_above: DeferAbove::default(),
             mcp_servers: BTreeMap::new(),
+            web: crate::WebConfig::default(),
         }
     }
 }

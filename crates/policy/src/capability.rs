@@ -318,7 +318,16 @@ impl CapabilityPattern {
             }
             (Target::Under(_), _) => false,
             (Target::Exact(exact), capability) => match capability {
-                Capability::Net(host) => host.eq_ignore_ascii_case(exact),
+                // `net:localhost` covers every port of the host, `net:localhost:8080` one.
+                Capability::Net(target) => {
+                    let (host, port) = host_and_port(target);
+                    match host_and_port(exact) {
+                        (exact_host, None) => host.eq_ignore_ascii_case(exact_host),
+                        (exact_host, Some(exact_port)) => {
+                            host.eq_ignore_ascii_case(exact_host) && port == Some(exact_port)
+                        }
+                    }
+                }
                 Capability::FsRead(path) | Capability::FsWrite(path) => {
                     path.as_os_str() == exact.as_str()
                 }
@@ -327,8 +336,8 @@ impl CapabilityPattern {
             (Target::Prefix(prefix), capability) => capability
                 .target()
                 .is_some_and(|target| target.starts_with(prefix.as_str())),
-            (Target::Domain(domain), Capability::Net(host)) => {
-                let host = host.to_ascii_lowercase();
+            (Target::Domain(domain), Capability::Net(target)) => {
+                let host = host_and_port(target).0.to_ascii_lowercase();
                 host == *domain || host.ends_with(&format!(".{domain}"))
             }
             (Target::Domain(_), _) => false,
@@ -347,6 +356,23 @@ impl fmt::Display for CapabilityPattern {
             Target::Domain(domain) => write!(f, "{name}:*.{domain}"),
             Target::Under(path) => write!(f, "{name}:{}", path.display()),
         }
+    }
+}
+
+/// `example.com:8443` → (`example.com`, `8443`), `[::1]:80` → (`[::1]`, `80`); a target with
+/// no port (`example.com`, `[::1]`, a bare `::1`) is all host.
+fn host_and_port(target: &str) -> (&str, Option<&str>) {
+    let port_at = match target.strip_prefix('[') {
+        Some(rest) => rest.find(']').map(|end| end + 2),
+        None => target
+            .find(':')
+            .filter(|_| target.matches(':').count() == 1),
+    };
+    match port_at.and_then(|at| Some((at, target.get(at..)?.strip_prefix(':')?))) {
+        Some((at, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+            (&target[..at], Some(port))
+        }
+        Some(_) | None => (target, None),
     }
 }
 
@@ -474,6 +500,38 @@ mod tests {
                 true,
             ),
             ("mcp:github:*", Capability::Exec("github".into()), false),
+            (
+                "net:localhost",
+                Capability::Net("localhost:8080".into()),
+                true,
+            ),
+            (
+                "net:localhost:8080",
+                Capability::Net("localhost:8080".into()),
+                true,
+            ),
+            (
+                "net:localhost:8080",
+                Capability::Net("localhost:9090".into()),
+                false,
+            ),
+            (
+                "net:localhost:8080",
+                Capability::Net("localhost".into()),
+                false,
+            ),
+            (
+                "net:*.home.arpa",
+                Capability::Net("nas.home.arpa:5000".into()),
+                true,
+            ),
+            ("net:[::1]", Capability::Net("[::1]:8080".into()), true),
+            (
+                "net:[::1]:8080",
+                Capability::Net("[::1]:8081".into()),
+                false,
+            ),
+            ("net:127.0.0.1", Capability::Net("127.0.0.10".into()), false),
         ];
         let wrong: Vec<_> = cases
             .iter()

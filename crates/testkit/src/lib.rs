@@ -4,7 +4,8 @@
 //! see [`telegram`]), a fake Discord (gateway WebSocket and REST, [`FakeDiscord`], see
 //! [`discord`]), a fake Slack Web API and Socket Mode ([`FakeSlack`], see [`slack`]), real
 //! IMAP and SMTP servers started on 127.0.0.1 ([`mail::MailServers`]), a
-//! tiny random GGUF chat model ([`gguf::TinyLlama`]), plus access to the
+//! tiny random GGUF chat model ([`gguf::TinyLlama`]), a fake web with search providers
+//! ([`FakeWeb`], see [`web`]), plus access to the
 //! recorded real streams in `shared/fixtures/`.
 //!
 //! ```no_run
@@ -74,6 +75,7 @@ mod reply;
 mod server;
 pub mod slack;
 pub mod telegram;
+pub mod web;
 
 pub use discord::FakeDiscord;
 pub use fixtures::{
@@ -85,3 +87,4 @@ pub use reply::{ApiError, Part, Reply};
 pub use server::{EMBEDDING_DIMENSIONS, MockLlm, RecordedRequest};
 pub use slack::FakeSlack;
 pub use telegram::FakeTelegram;
+pub use web::{FakeWeb, WebRequest};

@@ -88,14 +88,20 @@ pub fn build(
     ] {
         config.require(section)?;
     }
-    // An MCP server whose `${VAR}` is not set fails alone, when it is started, and says so.
+    // An MCP server whose `${VAR}` is not set fails alone, when it is started, and says so;
+    // so does web_search without its key, when it is called.
     let servers_key = format!("{tools_key}.mcpServers.");
+    let search_key = format!("{tools_key}.web.search.");
     if let Some(unresolved) = config
         .unresolved_under(&tools_key)
-        .find(|u| !u.key.starts_with(&servers_key))
+        .find(|u| !u.key.starts_with(&servers_key) && !u.key.starts_with(&search_key))
     {
         return Err(unresolved.error().into());
     }
+    let search_key_problem = config
+        .unresolved_under(&search_key)
+        .next()
+        .map(|unresolved| unresolved.error().to_string());
     let models = Models {
         env,
         config,
@@ -179,6 +185,14 @@ pub fn build(
             state_dir: env.paths.state_dir(),
             agent_id: id.to_owned(),
         });
+    let web_tools = nanocrab_web::web_tools(
+        &tools_config.web,
+        nanocrab_web::WebSetup::new(
+            Some(env.paths.state_dir().join("web-cache")),
+            search_key_problem,
+        ),
+    )
+    .with_context(|| format!("{tools_key}.web ({})", env.config_path.display()))?;
     let tools = nanocrab_tools::builtin_registry(
         tools_config,
         &workspace,
@@ -187,6 +201,7 @@ pub fn build(
         policy,
         |guard| {
             let mut tools = nanocrab_memory::memory_tools(&config.memory, &index, guard);
+            tools.extend(web_tools);
             if let Some(gateway) = gateway {
                 tools.push(Arc::new(MessageTool::new(
                     Arc::clone(&gateway.chats),

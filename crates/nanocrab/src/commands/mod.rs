@@ -313,6 +313,16 @@ pub fn redactor(config: &Config) -> Redactor {
     if let Some(token) = &config.gateway.auth.token {
         secrets.push(("gateway.auth.token".into(), token.clone()));
     }
+    // The search provider's key, from each agent's tools.web.
+    for (key, tools) in std::iter::once(("tools".to_owned(), &config.tools)).chain(
+        config.agents.entries.iter().filter_map(|(id, entry)| {
+            Some((format!("agents.entries.{id}.tools"), entry.tools.as_ref()?))
+        }),
+    ) {
+        if let Some(search_key) = tools.web.search.key() {
+            secrets.push((format!("{key}.web.search.apiKey"), search_key.to_owned()));
+        }
+    }
     if let Some(key) = &config.memory.embeddings.api_key {
         secrets.push(("memory.embeddings.apiKey".into(), key.clone()));
     }

@@ -48,4 +48,5 @@ mod wasm_tools;
 mod web_api;
 mod web_client;
 mod web_page;
+mod web_tools;
 mod webdriver;
