@@ -787,7 +787,6 @@ impl Agent {
         } else {
             Cow::Borrowed(&[][..])
         };
-        let tool_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
         let mut context = self
             .context
             .clone()
@@ -802,7 +801,7 @@ impl Agent {
         } else if mode != PromptMode::Full {
             context = context.with_mode(mode);
         }
-        let system = context.build(&tool_names, channel, &RuntimeInfo::current());
+        let system = context.build(!tools.is_empty(), channel, &RuntimeInfo::current());
         (system, tools)
     }
 

@@ -56,8 +56,15 @@ const EARLIER_GUIDANCE: &str = "Checked periodically by the gateway. List tasks 
 /// to `-->`, or to the end when unclosed, as in HTML.
 pub fn heartbeat_tasks(text: &str) -> Option<String> {
     let text = text.replace("\r\n", "\n").replace(EARLIER_GUIDANCE, "");
+    let visible = without_comments(&text);
+    says_something(&visible).then(|| visible.trim().to_owned())
+}
+
+/// The text without its HTML comments: a comment runs to `-->`, or to the end when unclosed.
+/// Comments in a workspace file are notes for the person editing it, never sent to the model.
+pub(crate) fn without_comments(text: &str) -> String {
     let mut visible = String::with_capacity(text.len());
-    let mut rest = text.as_str();
+    let mut rest = text;
     while let Some(start) = rest.find("<!--") {
         visible.push_str(&rest[..start]);
         rest = match rest[start + 4..].find("-->") {
@@ -66,7 +73,7 @@ pub fn heartbeat_tasks(text: &str) -> Option<String> {
         };
     }
     visible.push_str(rest);
-    says_something(&visible).then(|| visible.trim().to_owned())
+    visible
 }
 
 /// Whether Markdown has more than structure: any line that is not blank, a heading, a

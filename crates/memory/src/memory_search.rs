@@ -40,8 +40,8 @@ impl TypedTool for MemorySearchTool {
     const NAME: &'static str = "memory_search";
 
     fn description(&self) -> String {
-        "Search long-term memory (memory/*.md) and documents (knowledge/) by keywords and \
-         meaning. Returns ranked snippets with path:lines for memory_get."
+        "Search memory (memory/*.md) and documents (knowledge/) by keywords and meaning; \
+         ranked snippets with path:lines for memory_get."
             .into()
     }
 

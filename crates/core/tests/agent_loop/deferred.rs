@@ -70,7 +70,7 @@ async fn a_turn_searches_loads_and_calls_a_deferred_tool() {
     );
     assert!(
         requests[0].system.contains(
-            "- Tools: echo, tool_search\n- 40 more tools (from: everything, filesystem, github) are found with tool_search\n"
+            "- 40 more tools (from: everything, filesystem, github) are found with tool_search\n"
         ),
         "{}",
         requests[0].system

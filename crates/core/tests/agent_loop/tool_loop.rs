@@ -77,7 +77,12 @@ async fn a_tool_round_trip_emits_every_event_in_order() {
         stored
     );
     assert_eq!(requests[0].tools[0].name, "echo");
-    assert!(requests[0].system.contains("- Tools: echo"));
+    // The names are in the request's tools: the prompt does not repeat them.
+    assert!(
+        !requests[0].system.contains("echo"),
+        "{}",
+        requests[0].system
+    );
 }
 
 #[tokio::test]
