@@ -26,8 +26,8 @@ pub enum Command {
     },
     /// Talk to the agent: one message with -m, or an interactive session without it.
     Agent(AgentArgs),
-    /// Run the channels (Telegram), the HTTP server and its OpenAI-compatible API until
-    /// Ctrl-C or SIGTERM.
+    /// Run the channels (Telegram, Discord, Slack, email), schedules, the web page and the
+    /// OpenAI-compatible API until Ctrl-C or SIGTERM.
     Gateway,
     /// Inspect and reset conversation transcripts.
     Sessions {

@@ -115,6 +115,41 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         mode(serde_json::to_value(tools.exec.mode)?),
         tools.approvals.timeout
     )?;
+    let web = &tools.web;
+    if web.enable && (web.fetch.enabled || web.search.enabled) {
+        let reach = match (web.require_grant, web.allow_private.is_empty()) {
+            (false, true) => "public hosts".to_owned(),
+            (true, true) => "granted hosts (requireGrant)".to_owned(),
+            (false, false) => format!("public hosts and {}", web.allow_private.join(", ")),
+            (true, false) => format!(
+                "granted hosts (requireGrant), private ones only {}",
+                web.allow_private.join(", ")
+            ),
+        };
+        let search = web.search.provider();
+        let fetch = if web.fetch.enabled { "web_fetch" } else { "" };
+        let search_part = if web.search.enabled {
+            format!(
+                "web_search by {}{}",
+                search.name(),
+                match (search.needs_key(), web.search.key().is_some()) {
+                    (false, _) => " (no key needed)",
+                    (true, true) => " (key set)",
+                    (true, false) => " (no key: set tools.web.search.apiKey)",
+                }
+            )
+        } else {
+            String::new()
+        };
+        let offered = [fetch, search_part.as_str()]
+            .into_iter()
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join(", ");
+        outln!("web        {offered}; reaches {reach}")?;
+    } else {
+        outln!("web        off (tools.web)")?;
+    }
     let gateway = &config.gateway;
     let token = gateway
         .auth

@@ -115,6 +115,7 @@ fn status_shows_the_gateway_and_its_channels() {
         "discord    no token: set channels.discord.token or DISCORD_BOT_TOKEN; dmPolicy pairing, groupPolicy allowlist, allowFrom 0, guilds 1",
         "feishu     no feishu channel in this nanocrab yet; the section is ignored",
         "tools      exec allowlist, sandbox auto (Landlock + seccomp); grants: none; approvals wait 120 s",
+        "web        web_fetch, web_search by DuckDuckGo (no key needed); reaches public hosts",
     ] {
         assert!(run.stdout.contains(line), "{line} missing:\n{}", run.stdout);
     }
