@@ -186,6 +186,18 @@ fn settings(config: &Config) -> Vec<Finding> {
             }),
             ExecMode::Allowlist | ExecMode::Deny => {}
         }
+        let web = &tools.web;
+        if web.enable && web.fetch.enabled && !web.allow_private.is_empty() {
+            findings.push(Finding {
+                severity: Severity::Warning,
+                place: format!("{key}.web.allowPrivate"),
+                what: format!(
+                    "web_fetch may reach {} on your own network, and a page or message the model reads can ask it to",
+                    web.allow_private.join(", ")
+                ),
+                fix: "keep only the hosts the agent needs, or set web.requireGrant so each host needs a grant or a yes".into(),
+            });
+        }
         if !tools.restrict_to_workspace {
             findings.push(Finding {
                 severity: Severity::Warning,
@@ -565,6 +577,38 @@ mod tests {
                 tools(true, WorkspaceAccess::ReadWrite)
             ),
             []
+        );
+    }
+
+    #[test]
+    fn private_hosts_for_web_fetch_are_a_warning_naming_them() {
+        let mut config = Config::default();
+        assert!(
+            settings(&config)
+                .iter()
+                .all(|finding| !finding.place.contains("web")),
+            "the default reaches public hosts only"
+        );
+        config.tools.web.allow_private = vec!["nas.home.arpa".into(), "localhost:8080".into()];
+        let findings = settings(&config);
+        let web: Vec<_> = findings
+            .iter()
+            .filter(|finding| finding.place.contains("web"))
+            .map(|finding| {
+                (
+                    finding.severity,
+                    finding.place.as_str(),
+                    finding.what.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            web,
+            [(
+                Severity::Warning,
+                "tools.web.allowPrivate",
+                "web_fetch may reach nas.home.arpa, localhost:8080 on your own network, and a page or message the model reads can ask it to"
+            )]
         );
     }
 
