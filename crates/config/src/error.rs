@@ -31,6 +31,12 @@ pub enum ConfigError {
         suggestion: Option<String>,
         expected: Vec<String>,
     },
+    /// More than one unknown key: all of them, one a line.
+    #[error("{path}: unknown keys:{}", unknown_keys_text(.keys))]
+    UnknownKeys {
+        path: PathBuf,
+        keys: Vec<UnknownKey>,
+    },
     #[error("{path}: `{key}`: {message}")]
     InvalidValue {
         path: PathBuf,
@@ -59,4 +65,24 @@ fn suggestion_text(suggestion: &Option<String>, expected: &[String]) -> String {
         None if expected.is_empty() => String::new(),
         None => format!(" (valid keys here: {})", expected.join(", ")),
     }
+}
+
+/// One of several unknown keys: the key path, and what it may have meant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownKey {
+    pub key: String,
+    pub suggestion: Option<String>,
+    pub expected: Vec<String>,
+}
+
+fn unknown_keys_text(keys: &[UnknownKey]) -> String {
+    keys.iter()
+        .map(|k| {
+            format!(
+                "\n  `{}`{}",
+                k.key,
+                suggestion_text(&k.suggestion, &k.expected)
+            )
+        })
+        .collect()
 }

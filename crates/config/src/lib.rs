@@ -9,6 +9,7 @@ mod heartbeat;
 pub mod http;
 mod job_schedule;
 mod load;
+mod nanobot;
 mod paths;
 mod routing;
 mod types;
@@ -17,13 +18,14 @@ mod write;
 
 pub use channels::*;
 pub use cron::{CatchUp, CronConfig};
-pub use error::ConfigError;
+pub use error::{ConfigError, UnknownKey};
 pub use heartbeat::{
     ActiveHours, ActiveWindow, DeliveryTarget, HeartbeatConfig, HeartbeatPlan, Schedule,
     parse_interval,
 };
 pub use job_schedule::{CronSpec, JobSchedule, ScheduleError, format_interval, job_interval};
 pub use load::{Loaded, did_you_mean, load, migrate, parse};
+pub use nanobot::NanobotNote;
 pub use paths::{Paths, expand_home};
 pub use routing::*;
 pub use types::*;

@@ -54,14 +54,94 @@ pub fn parse(
         column: err.column(),
         message: err.to_string(),
     })?;
+    let from_nanobot = value
+        .as_object()
+        .is_some_and(|o| !o.contains_key("version"));
     let mut value = migrate(path, value)?;
+    let nanobot = from_nanobot
+        .then(|| crate::nanobot::translate(path.to_path_buf(), &mut value))
+        .flatten();
     let mut unresolved = Vec::new();
     resolve_placeholders(path, &mut value, &mut Vec::new(), env, &mut unresolved);
-    let mut config: Config = serde_path_to_error::deserialize(&value)
-        .map_err(|err| deserialize_error(path.to_path_buf(), &value, &err))?;
+    // serde stops at the first unknown key: each is taken out and the file read again, so
+    // that all of them are reported at once.
+    let mut unknown = Vec::new();
+    let read = loop {
+        match serde_path_to_error::deserialize::<_, Config>(&value) {
+            Ok(config) => break Ok(config),
+            Err(err) => match deserialize_error(path.to_path_buf(), &value, &err) {
+                ConfigError::UnknownKey {
+                    key,
+                    suggestion,
+                    expected,
+                    ..
+                } if remove_at(&mut value, &segments(&err)) => {
+                    unknown.push(crate::UnknownKey {
+                        key,
+                        suggestion,
+                        expected,
+                    });
+                }
+                other => break Err(other),
+            },
+        }
+    };
+    match unknown.len() {
+        0 => {}
+        1 => {
+            let crate::UnknownKey {
+                key,
+                suggestion,
+                expected,
+            } = unknown.remove(0);
+            return Err(ConfigError::UnknownKey {
+                path: path.to_path_buf(),
+                key,
+                suggestion,
+                expected,
+            });
+        }
+        _ => {
+            return Err(ConfigError::UnknownKeys {
+                path: path.to_path_buf(),
+                keys: unknown,
+            });
+        }
+    }
+    let mut config = read?;
     config.unresolved = unresolved;
+    config.nanobot = nanobot;
     validate(path, &config)?;
     Ok(config)
+}
+
+/// Takes the object member at `segments` out of `value`; false if there is none.
+fn remove_at(value: &mut Value, segments: &[String]) -> bool {
+    let Some((last, parents)) = segments.split_last() else {
+        return false;
+    };
+    let parent = parents.iter().try_fold(value, |value, key| match value {
+        Value::Object(map) => map.get_mut(key),
+        Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => None,
+    });
+    parent
+        .and_then(Value::as_object_mut)
+        .is_some_and(|map| map.remove(last).is_some())
+}
+
+/// serde's path to the key an error is about, one segment a key or list index.
+fn segments(err: &serde_path_to_error::Error<serde_json::Error>) -> Vec<String> {
+    use serde_path_to_error::Segment;
+    err.path()
+        .iter()
+        .map(|segment| match segment {
+            Segment::Seq { index } => index.to_string(),
+            Segment::Map { key } => key.clone(),
+            Segment::Enum { variant } => variant.clone(),
+            Segment::Unknown => "?".to_owned(),
+        })
+        .collect()
 }
 
 /// Brings an older file to [`CONFIG_VERSION`]. A file without `version` is a nanobot-era
@@ -227,17 +307,7 @@ fn deserialize_error(
     value: &Value,
     err: &serde_path_to_error::Error<serde_json::Error>,
 ) -> ConfigError {
-    use serde_path_to_error::Segment;
-    let segments: Vec<String> = err
-        .path()
-        .iter()
-        .map(|segment| match segment {
-            Segment::Seq { index } => index.to_string(),
-            Segment::Map { key } => key.clone(),
-            Segment::Enum { variant } => variant.clone(),
-            Segment::Unknown => "?".to_owned(),
-        })
-        .collect();
+    let segments = segments(err);
     let key = if segments.is_empty() {
         "(top level)".to_owned()
     } else {

@@ -59,6 +59,11 @@ pub struct Config {
     #[serde(skip)]
     #[schemars(skip)]
     pub unresolved: Vec<Unresolved>,
+    /// Set when the file is nanobot's (it has no `version`) and reading it mapped keys onto
+    /// nanocrab's or took out keys that have no effect here: for the user to be told once.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub nanobot: Option<crate::NanobotNote>,
 }
 
 /// A `${VAR}` placeholder at `key` (`providers.openai.apiKey`) whose variable is not set.
@@ -141,6 +146,7 @@ impl Default for Config {
             skills: SkillsConfig::default(),
             mcp_servers: BTreeMap::new(),
             unresolved: Vec::new(),
+            nanobot: None,
         }
     }
 }
@@ -842,7 +848,7 @@ impl Default for AgentDefaults {
     }
 }
 
-fn default_model() -> String {
+pub(crate) fn default_model() -> String {
     "anthropic/claude-sonnet-4-5".to_owned()
 }
 fn default_max_tokens() -> u32 {
