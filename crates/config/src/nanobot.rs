@@ -156,7 +156,7 @@ fn no_effect_keys() -> Vec<(
 }
 
 /// The steps from nanobot's keys to nanocrab's, in order: spellings first.
-const STEPS: [fn(&mut Value, &mut NanobotNote); 10] = [
+const STEPS: [fn(&mut Value, &mut NanobotNote); 11] = [
     camel_case_keys,
     drop_no_effect_keys,
     drop_mention_policies,
@@ -167,6 +167,7 @@ const STEPS: [fn(&mut Value, &mut NanobotNote); 10] = [
     map_email_security,
     drop_providers_nanocrab_lacks,
     drop_empty_mcp_fields,
+    trim_discord_gateway_url,
 ];
 
 /// Rewrites a nanobot file (already without its `null`s) into nanocrab's keys; `None` when
@@ -249,6 +250,17 @@ fn drop_providers_nanocrab_lacks(value: &mut Value, note: &mut NanobotNote) {
                 "nanocrab has no built-in provider of that name; give apiBase to use it",
             ));
         }
+    }
+}
+
+/// nanobot's Discord `gatewayUrl` carries the query (`/?v=10&encoding=json`) that nanocrab's
+/// Discord client adds to the address itself.
+fn trim_discord_gateway_url(value: &mut Value, _: &mut NanobotNote) {
+    if let Some(Value::String(url)) =
+        section(value, &["channels", "discord"]).and_then(|d| d.get_mut("gatewayUrl"))
+        && let Some((address, _query)) = url.split_once('?')
+    {
+        *url = address.trim_end_matches('/').to_owned();
     }
 }
 

@@ -29,7 +29,7 @@ fn nanobots_onboard_config_loads_as_the_same_nanocrab_config() {
     let mut channels = json!({
         "telegram": {"enabled": false, "token": "", "allowFrom": []},
         "discord": {"enabled": false, "token": "", "allowFrom": [],
-                    "gatewayUrl": "wss://gateway.discord.gg/?v=10&encoding=json"},
+                    "gatewayUrl": "wss://gateway.discord.gg"},
         "slack": {"enabled": false, "botToken": "", "appToken": "", "allowFrom": []},
         "email": {"enabled": false, "imapHost": "", "imapPort": 993, "imapUsername": "",
                   "imapPassword": "", "imapMailbox": "INBOX", "imapSecurity": "tls",
