@@ -160,12 +160,18 @@ impl Env {
         std::env::var(name).ok().filter(|value| !value.is_empty())
     }
 
+    /// Loads the config file; a nanobot file's note (what was mapped, what has no effect) goes
+    /// to stderr, where scripts reading stdout do not see it.
     pub fn load_config(&self) -> anyhow::Result<nanocrab_config::Loaded> {
-        nanocrab_config::load(&self.config_path, &Self::var)
+        let loaded = nanocrab_config::load(&self.config_path, &Self::var)
             .and_then(|loaded| {
                 nanocrab_provider::check_config(&loaded.config, &self.config_path).map(|()| loaded)
             })
-            .with_context(|| "cannot load the configuration")
+            .with_context(|| "cannot load the configuration")?;
+        if let Some(note) = &loaded.config.nanobot {
+            eprintln!("note: {note}");
+        }
+        Ok(loaded)
     }
 
     /// The default agent's workspace, `~` expanded.

@@ -29,6 +29,7 @@ mod memory_provenance;
 mod memory_templates;
 mod message_tool;
 mod models;
+mod nanobot_config;
 mod onboard;
 mod policy_denials;
 mod provider_failures;
