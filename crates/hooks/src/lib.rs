@@ -276,64 +276,81 @@ impl Hooks for CommandHooks {
 
     async fn run(&self, input: &HookInput, scope: &HookScope) -> HookOutcome {
         let reports = self.run_each(input, scope).await;
-        let mut outcome = HookOutcome::default();
-        let mut blocks: Vec<(String, String)> = Vec::new();
         for report in &reports {
             self.audit(input, scope, report);
-            let by = report.command.clone();
             let reply = &report.reply;
-            let reason = || {
-                reply
-                    .reason
-                    .clone()
-                    .unwrap_or_else(|| "no reason given".to_owned())
-            };
             if let Some(message) = &reply.message {
-                tracing::info!("the {} hook `{by}` says: {message}", report.event);
+                tracing::info!(
+                    "the {} hook `{}` says: {message}",
+                    report.event,
+                    report.command
+                );
             }
-            if let Some(context) = &reply.context {
-                outcome.context.push(context.clone());
-            }
-            if outcome.halt.is_none() {
-                outcome.halt.clone_from(&reply.halt);
-            }
-            match reply.decision {
-                HookDecision::Error => {
-                    tracing::warn!("the {} hook `{by}` failed: {}", report.event, reason());
-                    if report.event == HookEvent::PreToolUse {
-                        blocks.push((
-                            by,
-                            format!("the hook failed ({}), which denies the call", reason()),
-                        ));
-                    }
-                }
-                HookDecision::Deny | HookDecision::Block => blocks.push((by, reason())),
-                HookDecision::Ask => {
-                    if !matches!(outcome.verdict, HookVerdict::Ask { .. }) {
-                        outcome.verdict = HookVerdict::Ask {
-                            by,
-                            reason: reason(),
-                        };
-                    }
-                }
-                HookDecision::Allow => {
-                    if outcome.verdict == HookVerdict::Proceed {
-                        outcome.verdict = HookVerdict::Allow { by };
-                    }
-                }
-                HookDecision::Proceed | HookDecision::Halt => {}
+            if reply.decision == HookDecision::Error {
+                tracing::warn!(
+                    "the {} hook `{}` failed: {}",
+                    report.event,
+                    report.command,
+                    reply.reason.as_deref().unwrap_or("no reason given")
+                );
             }
         }
-        if let Some((by, _)) = blocks.first() {
-            outcome.verdict = HookVerdict::Block {
-                by: by.clone(),
-                reason: blocks
-                    .iter()
-                    .map(|(_, reason)| reason.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            };
-        }
-        outcome
+        combine(&reports)
     }
+}
+
+/// What `reports`, the runs of one event's hooks, decide together: a block (a deny, or at
+/// `PreToolUse` a failed hook) over an ask over an allow; every hook's context, in order; the
+/// first halt.
+pub fn combine(reports: &[HookReport]) -> HookOutcome {
+    let mut outcome = HookOutcome::default();
+    let mut blocks: Vec<(String, String)> = Vec::new();
+    for report in reports {
+        let by = report.command.clone();
+        let reply = &report.reply;
+        let reason = || {
+            reply
+                .reason
+                .clone()
+                .unwrap_or_else(|| "no reason given".to_owned())
+        };
+        if let Some(context) = &reply.context {
+            outcome.context.push(context.clone());
+        }
+        if outcome.halt.is_none() {
+            outcome.halt.clone_from(&reply.halt);
+        }
+        match reply.decision {
+            HookDecision::Error if report.event == HookEvent::PreToolUse => blocks.push((
+                by,
+                format!("the hook failed ({}), which denies the call", reason()),
+            )),
+            HookDecision::Deny | HookDecision::Block => blocks.push((by, reason())),
+            HookDecision::Ask => {
+                if !matches!(outcome.verdict, HookVerdict::Ask { .. }) {
+                    outcome.verdict = HookVerdict::Ask {
+                        by,
+                        reason: reason(),
+                    };
+                }
+            }
+            HookDecision::Allow => {
+                if outcome.verdict == HookVerdict::Proceed {
+                    outcome.verdict = HookVerdict::Allow { by };
+                }
+            }
+            HookDecision::Error | HookDecision::Proceed | HookDecision::Halt => {}
+        }
+    }
+    if let Some((by, _)) = blocks.first() {
+        outcome.verdict = HookVerdict::Block {
+            by: by.clone(),
+            reason: blocks
+                .iter()
+                .map(|(_, reason)| reason.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+        };
+    }
+    outcome
 }

@@ -161,7 +161,7 @@ pub fn build(
         channel_grants,
         approver,
         redactor: audit.redactor().clone(),
-        audit: Some(audit),
+        audit: Some(Arc::clone(&audit)),
         workspace_history: Some(nanocrab_tools::WorkspaceHistory::new(
             env.paths.workspace_history(),
         )),
@@ -295,6 +295,10 @@ pub fn build(
         }))
     };
     let agent = with_mcp_servers(agent, env, config, id);
+    let agent = match hooks(config, tools_config, launcher.as_ref(), &audit)? {
+        Some(hooks) => agent.with_hooks(Arc::new(hooks)),
+        None => agent,
+    };
     let agent = match &settings.housekeeping_model {
         Some(model) => {
             agent.with_housekeeping(resolve(model, &format!("{key_prefix}.housekeepingModel"))?)
@@ -314,6 +318,30 @@ pub fn build(
         workspace,
         notice,
     })
+}
+
+/// The `hooks` of config, run in `tools` `exec` sandbox (each with its own workspace access
+/// and network) and audited in `audit`; `None` when there are none.
+pub fn hooks(
+    config: &Config,
+    tools: &nanocrab_config::ToolsConfig,
+    launcher: Option<&nanocrab_tools::SandboxLauncher>,
+    audit: &Arc<nanocrab_policy::AuditLog>,
+) -> anyhow::Result<Option<nanocrab_hooks::CommandHooks>> {
+    if config.hooks.is_empty() {
+        return Ok(None);
+    }
+    let hooks = nanocrab_hooks::CommandHooks::new(
+        &config.hooks,
+        nanocrab_hooks::HookSetup {
+            sandbox: &tools.exec.sandbox,
+            launcher,
+            base_env: std::env::vars_os().collect(),
+            audit: Some(Arc::clone(audit)),
+            redactor: audit.redactor().clone(),
+        },
+    )?;
+    Ok(Some(hooks))
 }
 
 /// The MCP servers of agent `id` as config gives them; a server whose `${VAR}` is not set
