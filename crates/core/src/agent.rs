@@ -218,13 +218,13 @@ impl Agent {
     /// `prompt_input_exit`, `other`): the CLI calls it when it exits. The next turn of `key`
     /// starts it again.
     pub async fn end_session(&self, key: &SessionKey, reason: &'static str) {
-        let started = self
+        let state = self
             .sessions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(key)
-            .is_some();
-        if started {
+            .remove(key);
+        // One that `/new` cleared has had its SessionEnd.
+        if state == Some(SessionState::Started) {
             let scope = self.hook_scope(key, &TraceId::new(), &RunId::new());
             self.run_hooks(HookInput::SessionEnd { reason }, &scope)
                 .await;
@@ -701,7 +701,7 @@ impl Agent {
         let mut user = input.message();
         if !context.is_empty() {
             user.content.push(ContentBlock::text(format!(
-                "[Context from the user's hooks]\n{}",
+                "\n\n[Context from the user's hooks]\n{}",
                 context.join("\n\n")
             )));
         }

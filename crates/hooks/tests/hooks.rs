@@ -348,7 +348,7 @@ async fn a_prompt_hook_adds_context_the_model_sees() {
         messages[0],
         json!([{"role": "user", "content": [
             {"type": "text", "text": "hello"},
-            {"type": "text", "text": "[Context from the user's hooks]\nBranch: main\n\nThe user asked: hello"},
+            {"type": "text", "text": "\n\n[Context from the user's hooks]\nBranch: main\n\nThe user asked: hello"},
         ]}])
     );
     // The session started once: the second turn has the prompt hook's context only.
@@ -356,7 +356,7 @@ async fn a_prompt_hook_adds_context_the_model_sees() {
         messages[1][2],
         json!({"role": "user", "content": [
             {"type": "text", "text": "more"},
-            {"type": "text", "text": "[Context from the user's hooks]\nThe user asked: more"},
+            {"type": "text", "text": "\n\n[Context from the user's hooks]\nThe user asked: more"},
         ]})
     );
 }

@@ -415,6 +415,15 @@ pub enum AuditCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The hooks' runs, newest first: event, decision, exit, duration, command, reason.
+    Hooks {
+        /// Runs at most.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        limit: usize,
+        /// Print the records as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

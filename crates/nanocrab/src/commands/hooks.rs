@@ -4,7 +4,7 @@
 use anyhow::{Context as _, bail};
 use nanocrab_config::{HookEvent, WorkspaceAccess};
 use nanocrab_core::hooks::{HookOutcome, HookScope, HookVerdict};
-use nanocrab_hooks::{CommandHooks, Exit, HookEntry, HookReport, HookSetup};
+use nanocrab_hooks::{CommandHooks, Exit, HookEntry, HookReport};
 use nanocrab_schema::{RunId, SessionKey, TraceId};
 
 use super::Env;
@@ -15,8 +15,10 @@ pub fn run(env: &Env, command: HooksCommand) -> anyhow::Result<()> {
     config.require("hooks")?;
     match command {
         HooksCommand::List => {
-            let hooks = build(env, &config, nanocrab_config::DEFAULT_AGENT_ID)?;
-            outln!("{}", list_text(&hooks.entries(), &env.config_path))?;
+            let entries = build(env, &config, nanocrab_config::DEFAULT_AGENT_ID)?
+                .map(|hooks| hooks.entries())
+                .unwrap_or_default();
+            outln!("{}", list_text(&entries, &env.config_path))?;
         }
         HooksCommand::Test {
             event,
@@ -41,7 +43,10 @@ pub fn run(env: &Env, command: HooksCommand) -> anyhow::Result<()> {
                 ),
                 None => None,
             };
-            let hooks = build(env, &config, &agent)?;
+            let Some(hooks) = build(env, &config, &agent)? else {
+                outln!("{}", list_text(&[], &env.config_path))?;
+                return Ok(());
+            };
             let sample = nanocrab_hooks::sample_input(event, Some(&tool), fields.as_ref());
             let key = SessionKey::parse("cli:hooks-test").context("the sample session key")?;
             let scope = HookScope {
@@ -68,33 +73,27 @@ pub fn run(env: &Env, command: HooksCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The hooks as agent `agent` runs them (its sandbox, its scratch directory), not audited.
-fn build(env: &Env, config: &nanocrab_config::Config, agent: &str) -> anyhow::Result<CommandHooks> {
+/// The hooks as agent `agent` runs them (its sandbox, its scratch directory), not audited;
+/// `None` when there are none.
+fn build(
+    env: &Env,
+    config: &nanocrab_config::Config,
+    agent: &str,
+) -> anyhow::Result<Option<CommandHooks>> {
     let tools = config
         .agents
         .entries
         .get(agent)
         .and_then(|entry| entry.tools.as_ref())
         .unwrap_or(&config.tools);
-    let launcher = std::env::current_exe()
-        .ok()
-        .map(|program| nanocrab_tools::SandboxLauncher {
-            program,
-            state_dir: env.paths.state_dir(),
-            agent_id: agent.to_owned(),
-        });
-    let hooks = CommandHooks::new(
-        &config.hooks,
-        HookSetup {
-            sandbox: &tools.exec.sandbox,
-            launcher: launcher.as_ref(),
-            base_env: std::env::vars_os().collect(),
-            audit: None,
-            redactor: super::redactor(config),
-        },
+    super::agents::hooks(
+        config,
+        tools,
+        super::agents::sandbox_launcher(env, agent).as_ref(),
+        None,
+        super::redactor(config),
     )
-    .with_context(|| env.config_path.display().to_string())?;
-    Ok(hooks)
+    .with_context(|| env.config_path.display().to_string())
 }
 
 fn list_text(entries: &[HookEntry], config_path: &std::path::Path) -> String {

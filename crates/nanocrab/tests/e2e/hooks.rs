@@ -99,6 +99,38 @@ fn a_pre_tool_use_hook_denies_a_command_and_the_model_reads_why() {
         !home.workspace().join("hook-was-here").exists(),
         "a hook with the default grant wrote the workspace"
     );
+    let audit = home.run(home.nanocrab().args(["audit", "hooks", "--json"]));
+    assert!(audit.success, "{}", audit.stderr);
+    let runs: Vec<(String, String, String, Value)> = audit
+        .stdout
+        .lines()
+        .map(|line| {
+            let run: Value = serde_json::from_str(line).unwrap();
+            (
+                run["event"].as_str().unwrap().to_owned(),
+                run["tool"].as_str().unwrap().to_owned(),
+                run["decision"].as_str().unwrap().to_owned(),
+                run["reason"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            (
+                "PreToolUse".into(),
+                "exec".into(),
+                "proceed".into(),
+                Value::Null
+            ),
+            (
+                "PreToolUse".into(),
+                "exec".into(),
+                "deny".into(),
+                json!("rm is not allowed; move files to trash/ instead")
+            ),
+        ]
+    );
 }
 
 #[test]
@@ -113,7 +145,7 @@ fn a_prompt_hook_adds_context_the_model_sees() {
         message_texts(&home.requests()[0].body),
         [(
             "user".to_owned(),
-            "how is the build?[Context from the user's hooks]\nThe build is green.".to_owned()
+            "how is the build?\n\n[Context from the user's hooks]\nThe build is green.".to_owned()
         )]
     );
 }
