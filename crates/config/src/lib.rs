@@ -5,6 +5,7 @@ mod channels;
 mod cron;
 mod error;
 mod heartbeat;
+mod hooks;
 #[cfg(feature = "http")]
 pub mod http;
 mod job_schedule;
@@ -22,6 +23,10 @@ pub use error::{ConfigError, UnknownKey};
 pub use heartbeat::{
     ActiveHours, ActiveWindow, DeliveryTarget, HeartbeatConfig, HeartbeatPlan, Schedule,
     parse_interval,
+};
+pub use hooks::{
+    DEFAULT_HOOK_TIMEOUT_SECS, HookCommand, HookEvent, HookKind, HookMatcher, HooksConfig,
+    matches_everything,
 };
 pub use job_schedule::{CronSpec, JobSchedule, ScheduleError, format_interval, job_interval};
 pub use load::{Loaded, did_you_mean, load, migrate, parse};

@@ -569,6 +569,8 @@ fn validate(path: &Path, config: &Config) -> Result<(), ConfigError> {
     }
     validate_routing(config).map_err(|(key, message)| invalid(&key, message))?;
     validate_mcp_servers(config).map_err(|(key, message)| invalid(&key, message))?;
+    crate::hooks::validate(&config.hooks)
+        .map_err(|(key, message)| invalid(&format!("hooks.{key}"), message))?;
     let tools = std::iter::once(("tools".to_owned(), &config.tools)).chain(
         config.agents.entries.iter().filter_map(|(id, entry)| {
             Some((format!("agents.entries.{id}.tools"), entry.tools.as_ref()?))
@@ -1422,6 +1424,69 @@ mod tests {
                 "/h/config.json: `tools.web.search.maxResults`: 11 is too many; allowed: 1 to 10",
                 "/h/config.json: `agents.entries.w.tools.web.fetch.maxChars`: 0 is too small; allowed: at least 1",
                 "/h/config.json: `tools.web.search.provider`: unknown value; allowed: brave, tavily, searxng, duckduckgo",
+            ]
+        );
+    }
+
+    #[test]
+    fn claude_code_hooks_paste_as_they_are() {
+        let config = parse(
+            Path::new("/h/config.json"),
+            r#"{"hooks": {"PreToolUse": [{"matcher": "Bash|write_file", "hooks": [
+                {"type": "command", "command": "./guard.sh", "timeout": 10}]}],
+                "Stop": [{"hooks": [{"command": "notify-send done", "network": true,
+                "workspaceAccess": "none"}]}]}}"#,
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(
+            config.hooks,
+            crate::HooksConfig {
+                pre_tool_use: vec![crate::HookMatcher {
+                    matcher: "Bash|write_file".into(),
+                    hooks: vec![crate::HookCommand {
+                        kind: crate::HookKind::Command,
+                        command: "./guard.sh".into(),
+                        timeout: Some(10),
+                        workspace_access: crate::WorkspaceAccess::ReadOnly,
+                        network: false,
+                    }],
+                }],
+                stop: vec![crate::HookMatcher {
+                    matcher: String::new(),
+                    hooks: vec![crate::HookCommand {
+                        kind: crate::HookKind::Command,
+                        command: "notify-send done".into(),
+                        timeout: None,
+                        workspace_access: crate::WorkspaceAccess::None,
+                        network: true,
+                    }],
+                }],
+                ..crate::HooksConfig::default()
+            }
+        );
+    }
+
+    #[test]
+    fn bad_hooks_name_their_key() {
+        let errors: Vec<String> = [
+            r#"{"hooks": {"PreToolUse": [{"matcher": "exec(", "hooks": [{"command": "x"}]}]}}"#,
+            r#"{"hooks": {"PreToolUse": [{"hooks": [{"command": " "}]}]}}"#,
+            r#"{"hooks": {"Stop": [{"hooks": [{"command": "x", "timeout": 0}]}]}}"#,
+            r#"{"hooks": {"PreToolUse": [{"hooks": [{"type": "prompt", "command": "x"}]}]}}"#,
+            r#"{"hooks": {"PreToolUsed": []}}"#,
+        ]
+        .iter()
+        .map(|text| error(text))
+        .collect();
+        pretty_assertions::assert_eq!(
+            errors,
+            [
+                "/h/config.json: `hooks.PreToolUse.0.matcher`: \"exec(\" is not a regular expression (unclosed group)",
+                "/h/config.json: `hooks.PreToolUse.0.hooks.0.command`: is empty; give the program to run",
+                "/h/config.json: `hooks.Stop.0.hooks.0.timeout`: 0 is too small; allowed: at least 1 (seconds)",
+                "/h/config.json: `hooks.PreToolUse.0.hooks.0.type`: unknown value; allowed: command",
+                "/h/config.json: unknown key `hooks.PreToolUsed`: did you mean `PreToolUse`?",
             ]
         );
     }

@@ -53,6 +53,10 @@ pub struct Config {
     /// (a name may be in only one of them), for the agents without `tools` of their own.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// The user's programs run at points of every agent's life (`PreToolUse`, ...), in
+    /// Claude Code's settings shape.
+    #[serde(default, skip_serializing_if = "crate::HooksConfig::is_empty")]
+    pub hooks: crate::HooksConfig,
     /// `${VAR}` placeholders whose variable was not set when the file was read. Their keys
     /// are left out, as if absent, so that a command that never reads them still runs; one
     /// that does asks [`Config::require`] first. Never written to a file.
@@ -145,6 +149,7 @@ impl Default for Config {
             cron: CronConfig::default(),
             skills: SkillsConfig::default(),
             mcp_servers: BTreeMap::new(),
+            hooks: crate::HooksConfig::default(),
             unresolved: Vec::new(),
             nanobot: None,
         }

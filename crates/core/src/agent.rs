@@ -22,6 +22,7 @@ use crate::consolidation::{
     Consolidation, ConsolidationContext, ConsolidationError, ConsolidationReport, Consolidator,
 };
 use crate::context::{ChannelInfo, ContextBuilder, PromptMode, RuntimeInfo};
+use crate::hooks::{HookInput, HookOutcome, HookScope, HookVerdict, Hooks, MAX_STOP_CONTINUES};
 use crate::housekeeping::{Housekeeper, HousekeepingError};
 use crate::retrieval::MemoryRetrieval;
 
@@ -145,6 +146,19 @@ pub struct Agent {
     provenance: Option<MemoryProvenance>,
     consolidator: Option<Consolidator>,
     housekeeper: Option<Housekeeper>,
+    /// The user's hooks; `None` when config has none.
+    hooks: Option<std::sync::Arc<dyn Hooks>>,
+    /// The conversations this process has started (for `SessionStart`), or that `/new`
+    /// cleared.
+    sessions: std::sync::Mutex<std::collections::HashMap<SessionKey, SessionState>>,
+}
+
+/// Where a conversation is, for its `SessionStart` hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SessionState {
+    Started,
+    /// `/new` ended it; the next turn starts it again with source `clear`.
+    Cleared,
 }
 
 impl Agent {
@@ -168,6 +182,52 @@ impl Agent {
             provenance: None,
             consolidator: None,
             housekeeper: None,
+            hooks: None,
+            sessions: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Runs the user's `hooks` at the points of each conversation's life.
+    pub fn with_hooks(mut self, hooks: std::sync::Arc<dyn Hooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// What the hooks of `key` are told about where they run.
+    fn hook_scope(&self, key: &SessionKey, trace_id: &TraceId, run_id: &RunId) -> HookScope {
+        HookScope {
+            agent: self.id.clone(),
+            session: key.clone(),
+            transcript_path: self.store.path(key),
+            cwd: self.context.workspace().to_path_buf(),
+            trace_id: trace_id.to_string(),
+            run_id: run_id.to_string(),
+        }
+    }
+
+    /// Runs the hooks of `input`'s event; `None` when there are none.
+    async fn run_hooks(&self, input: HookInput, scope: &HookScope) -> Option<HookOutcome> {
+        let hooks = self.hooks.as_ref()?;
+        if !hooks.handles(input.event()) {
+            return None;
+        }
+        Some(hooks.run(&input, scope).await)
+    }
+
+    /// Ends conversation `key` for its `SessionEnd` hooks (`reason`: `clear`,
+    /// `prompt_input_exit`, `other`): the CLI calls it when it exits. The next turn of `key`
+    /// starts it again.
+    pub async fn end_session(&self, key: &SessionKey, reason: &'static str) {
+        let state = self
+            .sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+        // One that `/new` cleared has had its SessionEnd.
+        if state == Some(SessionState::Started) {
+            let scope = self.hook_scope(key, &TraceId::new(), &RunId::new());
+            self.run_hooks(HookInput::SessionEnd { reason }, &scope)
+                .await;
         }
     }
 
@@ -191,7 +251,7 @@ impl Agent {
             .sum();
         let budget = self.settings.context_window_tokens as usize;
         let Some(cut) = self
-            .compact(key, counter, budget, total / 2, on_event)
+            .compact(key, counter, budget, total / 2, "manual", on_event)
             .await?
         else {
             return Ok(None);
@@ -212,8 +272,12 @@ impl Agent {
         counter: TokenCounter,
         budget: usize,
         keep: usize,
+        trigger: &'static str,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<Option<usize>, AgentError> {
+        let scope = self.hook_scope(key, &TraceId::new(), &RunId::new());
+        self.run_hooks(HookInput::PreCompact { trigger }, &scope)
+            .await;
         let session = self.store.load(key)?;
         let entries = &session.entries;
         let start = session
@@ -571,7 +635,9 @@ impl Agent {
         }
         // Counted as the primary model counts: exactly for OpenAI's, estimated for the others.
         let counter = TokenCounter::for_model(&self.models.primary().model);
-        let mut history = CountedHistory::new(counter, self.store.load(key)?.messages());
+        let past = self.store.load(key)?.messages();
+        let resumed = !past.is_empty();
+        let mut history = CountedHistory::new(counter, past);
         let settings = self.store.settings(key)?;
         let rag = self.rag_on(&settings);
         // Attached to this turn's message in every request of the turn, never stored.
@@ -589,7 +655,56 @@ impl Agent {
             });
         let only_tools = input.tools.clone();
         let source = input.source.clone();
-        let user = input.message();
+        let scope = self.hook_scope(key, &ctx.trace_id, &ctx.run_id);
+        let mut context = Vec::new();
+        let state = self
+            .sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.clone(), SessionState::Started);
+        if state != Some(SessionState::Started) {
+            let source = match state {
+                Some(SessionState::Cleared) => "clear",
+                Some(SessionState::Started) | None if resumed => "resume",
+                Some(SessionState::Started) | None => "startup",
+            };
+            if let Some(outcome) = self
+                .run_hooks(HookInput::SessionStart { source }, &scope)
+                .await
+            {
+                context.extend(outcome.context);
+            }
+        }
+        if let Some(outcome) = self
+            .run_hooks(
+                HookInput::UserPromptSubmit {
+                    prompt: input.text.clone(),
+                },
+                &scope,
+            )
+            .await
+        {
+            let refused = match outcome.verdict {
+                HookVerdict::Block { by, reason } => Some(format!(
+                    "Your message was blocked by the UserPromptSubmit hook `{by}`: {reason}"
+                )),
+                HookVerdict::Proceed | HookVerdict::Allow { .. } | HookVerdict::Ask { .. } => {
+                    outcome.halt
+                }
+            };
+            // Neither kept nor shown to the model: as if it had not been sent.
+            if let Some(text) = refused {
+                return Ok(finish(on_event, text, Usage::default(), 0));
+            }
+            context.extend(outcome.context);
+        }
+        let mut user = input.message();
+        if !context.is_empty() {
+            user.content.push(ContentBlock::text(format!(
+                "\n\n[Context from the user's hooks]\n{}",
+                context.join("\n\n")
+            )));
+        }
         // Committed with the answer: until then the gateway's journal holds the message, and a
         // crash before the answer runs the turn again.
         let mut question = SessionEntry::now(user.clone());
@@ -642,6 +757,7 @@ impl Agent {
                     counter,
                     budget.history(),
                     compaction::kept_tokens(budget.history(), false),
+                    "auto",
                     on_event,
                 )
                 .await?
@@ -657,6 +773,8 @@ impl Agent {
         let mut current = 0;
         let mut ctx = ctx.clone();
         let mut loaded = 0;
+        // Answers a Stop hook sent back in a row.
+        let mut continued = 0;
 
         for iteration in 1..=max_iterations {
             if iteration > 1 {
@@ -690,6 +808,7 @@ impl Agent {
                             counter,
                             budget.history(),
                             compaction::kept_tokens(budget.history(), true),
+                            "auto",
                             on_event,
                         )
                         .await?
@@ -720,6 +839,30 @@ impl Agent {
             let calls: Vec<_> = assistant.tool_calls().cloned().collect();
             if calls.is_empty() {
                 let text = assistant.text();
+                if continued < MAX_STOP_CONTINUES
+                    && let Some(HookOutcome {
+                        verdict: HookVerdict::Block { by, reason },
+                        halt: None,
+                        ..
+                    }) = self
+                        .run_hooks(
+                            HookInput::Stop {
+                                stop_hook_active: continued > 0,
+                                last_message: text.clone(),
+                            },
+                            &scope,
+                        )
+                        .await
+                {
+                    continued += 1;
+                    let nudge = LlmMessage::user(format!(
+                        "[The Stop hook `{by}` asks you to continue] {reason}"
+                    ));
+                    self.store
+                        .append_unsynced(key, &[SessionEntry::now(nudge.clone())])?;
+                    history.push(nudge);
+                    continue;
+                }
                 on_event(AgentEvent::Done { text: text.clone() });
                 return Ok(TurnOutcome {
                     text,
@@ -729,8 +872,19 @@ impl Agent {
                 });
             }
 
+            continued = 0;
+            let mut halt = None;
             let results = self
-                .run_tools(&calls, &registry, &mut ctx, &mut repeats, on_event, cancel)
+                .run_tools(
+                    &calls,
+                    &registry,
+                    &mut ctx,
+                    &mut repeats,
+                    &scope,
+                    &mut halt,
+                    on_event,
+                    cancel,
+                )
                 .await;
             let results = LlmMessage {
                 role: Role::User,
@@ -744,6 +898,9 @@ impl Agent {
             history.push(results);
             if cancel.is_cancelled() {
                 return self.interrupted(key, on_event, String::new(), usage, iteration);
+            }
+            if let Some(text) = halt {
+                return self.stop(key, on_event, text, usage, iteration);
             }
             if let Some(search) = &search
                 && search.loaded_count() > loaded
@@ -1013,15 +1170,19 @@ impl Agent {
         assistant.content.push(ContentBlock::text(note));
     }
 
-    /// Runs the answer's tool calls in order, each reported as it starts and ends; a repeat
-    /// beyond [`MAX_IDENTICAL_CALLS`] is refused, and once `cancel` fires the calls left get an
-    /// error result, so that every call has its result.
+    /// Runs the answer's tool calls in order, each reported as it starts and ends, past the
+    /// `PreToolUse` hooks and then the `PostToolUse` ones; a repeat beyond
+    /// [`MAX_IDENTICAL_CALLS`] is refused, and once `cancel` fires (or a hook halts the turn,
+    /// setting `halt`) the calls left get an error result, so that every call has its result.
+    #[allow(clippy::too_many_arguments)]
     async fn run_tools(
         &self,
         calls: &[ToolCall],
         registry: &ToolRegistry,
         ctx: &mut ToolContext,
         repeats: &mut Repeats,
+        scope: &HookScope,
+        halt: &mut Option<String>,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
         cancel: &CancellationToken,
     ) -> Vec<ContentBlock> {
@@ -1034,14 +1195,39 @@ impl Agent {
                 )));
                 continue;
             }
+            if halt.is_some() {
+                results.push(ContentBlock::ToolResult(ToolResult::error(
+                    &call.id,
+                    "Error: not run: a hook ended the turn.",
+                )));
+                continue;
+            }
             on_event(AgentEvent::ToolStart {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 input: call.input.clone(),
             });
-            let (result, change) = if let Some(refused) = repeats.refuse(call) {
+            let (mut result, change) = if let Some(refused) = repeats.refuse(call) {
                 (refused, None)
             } else {
+                let gate = match self
+                    .run_hooks(HookInput::PreToolUse { call: call.clone() }, scope)
+                    .await
+                {
+                    Some(outcome) => {
+                        if outcome.halt.is_some() {
+                            *halt = outcome.halt;
+                        }
+                        match halt {
+                            Some(text) => nanocrab_tools::CallGate::Denied {
+                                by: "continue: false".to_owned(),
+                                reason: text.clone(),
+                            },
+                            None => outcome.verdict.gate(),
+                        }
+                    }
+                    None => nanocrab_tools::CallGate::Policy,
+                };
                 tokio::select! {
                     biased;
                     () = cancel.cancelled() => (
@@ -1051,9 +1237,33 @@ impl Agent {
                         ),
                         None,
                     ),
-                    reported = registry.execute_reporting(call, ctx) => reported,
+                    reported = registry.execute_gated(call, ctx, &gate) => reported,
                 }
             };
+            if halt.is_none()
+                && let Some(outcome) = self
+                    .run_hooks(
+                        HookInput::PostToolUse {
+                            call: call.clone(),
+                            result: result.clone(),
+                        },
+                        scope,
+                    )
+                    .await
+            {
+                for text in &outcome.context {
+                    result
+                        .content
+                        .push_str(&format!("\n\n[PostToolUse hook] {text}"));
+                }
+                match outcome.verdict {
+                    HookVerdict::Block { by, reason } => result
+                        .content
+                        .push_str(&format!("\n\n[The PostToolUse hook `{by}` says] {reason}")),
+                    HookVerdict::Proceed | HookVerdict::Allow { .. } | HookVerdict::Ask { .. } => {}
+                }
+                *halt = outcome.halt;
+            }
             // A later call of the same answer may write what this one read.
             add_fenced_sources(
                 &mut ctx.untrusted_sources,

@@ -6,6 +6,7 @@ mod compaction;
 mod consolidation;
 mod context;
 pub mod heartbeat;
+pub mod hooks;
 mod housekeeping;
 mod retrieval;
 pub mod workspace;

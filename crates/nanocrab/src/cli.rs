@@ -103,6 +103,12 @@ pub enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// The hooks in config (`hooks`): list them, or run an event's with a sample input and
+    /// see what each decides.
+    Hooks {
+        #[command(subcommand)]
+        command: HooksCommand,
+    },
     /// Config file helpers.
     Config {
         #[command(subcommand)]
@@ -409,6 +415,15 @@ pub enum AuditCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The hooks' runs, newest first: event, decision, exit, duration, command, reason.
+    Hooks {
+        /// Runs at most.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        limit: usize,
+        /// Print the records as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -484,6 +499,29 @@ pub enum WorkspaceCommand {
         path: String,
         #[arg(value_name = "VERSION")]
         number: u32,
+        #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
+        agent: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HooksCommand {
+    /// Every configured hook by event: matcher, command, timeout, and what it may do.
+    List,
+    /// Run the hooks of EVENT that match a sample input (as the agent would, in the sandbox,
+    /// not audited) and print what each decided.
+    Test {
+        /// SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, PreCompact, Stop or
+        /// SessionEnd.
+        event: String,
+        /// The tool of PreToolUse and PostToolUse (nanocrab's name: exec, write_file...).
+        #[arg(long, value_name = "NAME", default_value = "exec")]
+        tool: String,
+        /// A JSON object: the tool's input (`{"command": "rm -rf /"}`), or the event's own
+        /// fields (`{"prompt": "hi"}`, `{"source": "resume"}`).
+        #[arg(long, value_name = "JSON")]
+        input: Option<String>,
+        /// Whose workspace the hooks run in (`main` or an agents.entries id).
         #[arg(long, value_name = "ID", default_value = nanocrab_config::DEFAULT_AGENT_ID)]
         agent: String,
     },

@@ -116,6 +116,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Workspace { command } => commands::workspace::run(&env, command),
         Command::Skills { command } => commands::skills::run(&env, command),
         Command::Mcp { command } => commands::mcp::run(&env, command),
+        Command::Hooks { command } => commands::hooks::run(&env, command),
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

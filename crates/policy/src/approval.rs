@@ -28,12 +28,16 @@ pub struct ApprovalRequest {
 impl ApprovalRequest {
     /// The question as a human reads it, on any channel.
     pub fn question(&self) -> String {
-        let missing = self
-            .missing
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+        let missing = if self.missing.is_empty() {
+            // Granted already, and a hook asks all the same (the summary says why).
+            "nothing beyond its grants".to_owned()
+        } else {
+            self.missing
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let choices = if self.session_grant_offered {
             format!("approve {0} · always {0} · deny {0}", self.id)
         } else {

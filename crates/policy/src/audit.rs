@@ -225,6 +225,9 @@ impl AuditLog {
                 .map_err(open_error)?;
         }
         connection.execute_batch(RUNS_SCHEMA).map_err(open_error)?;
+        connection
+            .execute_batch(crate::audit_hooks::HOOKS_SCHEMA)
+            .map_err(open_error)?;
         Ok(Self {
             path: path.to_path_buf(),
             connection: Mutex::new(connection),

@@ -4,6 +4,7 @@
 
 mod approval;
 mod audit;
+mod audit_hooks;
 mod audit_runs;
 mod capability;
 mod exec_policy;
@@ -18,6 +19,7 @@ pub use approval::{
     Approver,
 };
 pub use audit::{ApprovalRecord, AuditError, AuditLog, AuditQuery, AuditRecord, CallStatus};
+pub use audit_hooks::{HookDecision, HookRecord};
 pub use audit_runs::{RunQuery, RunRecord, RunStatus};
 pub use capability::{
     Capability, CapabilityKind, CapabilityPattern, Invocation, PatternError, Risk,

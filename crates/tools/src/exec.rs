@@ -20,6 +20,7 @@ use tokio::process::{Child, Command};
 use crate::arguments::TypedTool;
 use crate::exec_sandbox::ExecSandbox;
 use crate::note_marks::NotesWatch;
+use crate::process_group::ProcessGroup;
 use crate::tool::{ToolContext, ToolError, ToolOutput};
 
 /// The only variables a command sees: enough to find programs and format text, and nothing
@@ -52,25 +53,7 @@ impl ExecTool {
         base_env: impl IntoIterator<Item = (OsString, OsString)>,
         sandbox: ExecSandbox,
     ) -> Self {
-        let env = base_env
-            .into_iter()
-            .filter(|(key, _)| PASSED_ENV_VARS.iter().any(|passed| key == passed))
-            .map(|(key, value)| {
-                if key != "PATH" {
-                    return (key, value);
-                }
-                let workspace = guard.workspace();
-                let absolute: Vec<_> = std::env::split_paths(&value)
-                    .filter(|dir| {
-                        dir.is_absolute()
-                            && !std::fs::canonicalize(dir)
-                                .unwrap_or_else(|_| dir.clone())
-                                .starts_with(workspace)
-                    })
-                    .collect();
-                (key, std::env::join_paths(absolute).unwrap_or_default())
-            })
-            .collect();
+        let env = command_env(base_env, guard.workspace());
         Self {
             guard,
             policy,
@@ -139,6 +122,33 @@ impl ExecTool {
             .kill_on_drop(true);
         Ok(command)
     }
+}
+
+/// The environment a command of `workspace` runs with: only [`PASSED_ENV_VARS`] of
+/// `base_env`, with relative PATH entries, and absolute ones inside the workspace (links
+/// followed), dropped so a file the agent wrote cannot shadow a safe bin.
+pub fn command_env(
+    base_env: impl IntoIterator<Item = (OsString, OsString)>,
+    workspace: &Path,
+) -> Vec<(OsString, OsString)> {
+    base_env
+        .into_iter()
+        .filter(|(key, _)| PASSED_ENV_VARS.iter().any(|passed| key == passed))
+        .map(|(key, value)| {
+            if key != "PATH" {
+                return (key, value);
+            }
+            let absolute: Vec<_> = std::env::split_paths(&value)
+                .filter(|dir| {
+                    dir.is_absolute()
+                        && !std::fs::canonicalize(dir)
+                            .unwrap_or_else(|_| dir.clone())
+                            .starts_with(workspace)
+                })
+                .collect();
+            (key, std::env::join_paths(absolute).unwrap_or_default())
+        })
+        .collect()
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -318,32 +328,6 @@ impl TypedTool for ExecTool {
                 })
             }
         }
-    }
-}
-
-/// Kills the whole process group when dropped unless the command finished, so a timeout or
-/// a cancelled turn also takes grandchildren (`sh -c 'sleep 999 &'`) down.
-#[derive(Default)]
-struct ProcessGroup {
-    pgid: Option<u32>,
-}
-
-impl ProcessGroup {
-    #[allow(unsafe_code)]
-    fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take().and_then(|p| libc::pid_t::try_from(p).ok()) {
-            // SAFETY: killpg takes two integers and only sends a signal; the group id is the
-            // pid of a child we spawned as the group's leader, so it cannot name our own group.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
-            }
-        }
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 

@@ -165,7 +165,7 @@ impl ExecSandbox {
 
     /// Where a command of `session` runs when it names no working directory: the scratch
     /// directory when the workspace is not the command's to use.
-    pub(crate) fn default_cwd(
+    pub fn default_cwd(
         &self,
         workspace: &Path,
         session: Option<&SessionKey>,
@@ -184,7 +184,7 @@ impl ExecSandbox {
     }
 
     /// Whether commands run in the OS sandbox (not `off`, nor `auto` on a kernel without it).
-    pub(crate) fn is_sandboxed(&self) -> bool {
+    pub fn is_sandboxed(&self) -> bool {
         self.scratch.is_some()
     }
 
@@ -205,7 +205,7 @@ impl ExecSandbox {
     /// workspace in the sandbox: a path that does not exist cannot be bound read-only, so a
     /// command could create it holding a standing instruction. An empty file reads as absent to
     /// the system prompt, and `onboard` fills an empty bootstrap file with its template.
-    pub(crate) fn hold_instruction_paths(&self, workspace: &Path) -> Result<(), ToolError> {
+    pub fn hold_instruction_paths(&self, workspace: &Path) -> Result<(), ToolError> {
         match (self.is_sandboxed(), self.workspace_access) {
             (true, WorkspaceAccess::ReadWrite) => {}
             (false, _) | (true, WorkspaceAccess::ReadOnly | WorkspaceAccess::None) => {
@@ -241,7 +241,7 @@ impl ExecSandbox {
     /// The argv that runs `argv` in the sandbox for one call. `allowed` (`allowedPaths`) are
     /// writable like the workspace, as the file tools may write them too; `read_only`
     /// (`protectedPaths`, the agent's instructions) stay read-only even there.
-    pub(crate) fn wrap(
+    pub fn wrap(
         &self,
         argv: &[String],
         workspace: &Path,

@@ -16,6 +16,7 @@ mod list_dir;
 mod memory_provenance;
 mod message;
 mod note_marks;
+mod process_group;
 mod read_file;
 mod registry;
 mod spawn;
@@ -32,7 +33,7 @@ pub use arguments::{TypedTool, parameters};
 pub use builtin::{ToolSetupError, builtin_registry, grants_from_config};
 pub use cron::{CronAction, CronArgs, CronJobs, CronRequest, CronTool};
 pub use edit_file::EditFileTool;
-pub use exec::{ExecTool, MAX_OUTPUT_CHARS, PASSED_ENV_VARS};
+pub use exec::{ExecTool, MAX_OUTPUT_CHARS, PASSED_ENV_VARS, command_env};
 pub use exec_sandbox::{ExecSandbox, SandboxLauncher};
 pub use list_dir::{ListDirTool, MAX_ENTRIES};
 pub use memory_provenance::{Mark, MemoryProvenance, NoteMark, ProvenanceEntry, ProvenanceError};
@@ -41,8 +42,9 @@ pub use message::{
     Sending,
 };
 pub use note_marks::{NoteOrigins, note_name};
+pub use process_group::ProcessGroup;
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
-pub use registry::{DEFAULT_APPROVAL_TIMEOUT, SkillGrants, ToolPolicy, ToolRegistry};
+pub use registry::{CallGate, DEFAULT_APPROVAL_TIMEOUT, SkillGrants, ToolPolicy, ToolRegistry};
 pub use spawn::{
     AgentTool, Awaited, ParentRun, SpawnArgs, SpawnRequest, SpawnTool, Subagents, SubagentsAction,
     SubagentsArgs, SubagentsTool,

@@ -124,6 +124,21 @@ enum Offered {
     Deferrable,
 }
 
+/// What the user's `PreToolUse` hooks decided about a call before the policy looks at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallGate {
+    /// No hook had a say: the policy decides alone.
+    Policy,
+    /// A hook allowed the call: what would need a human's approval runs without asking, as if
+    /// approved once by `by`. What the policy refuses outright (a path outside the grant, a
+    /// command the exec policy rejects) stays refused.
+    Allowed { by: String },
+    /// A hook wants a human to decide, even where the grants allow the call.
+    Ask { by: String, reason: String },
+    /// A hook refused the call; the model gets `reason` as the call's error.
+    Denied { by: String, reason: String },
+}
+
 /// How the policy let a call through.
 struct Clearance {
     granted: Vec<CapabilityGrant>,
@@ -269,6 +284,16 @@ impl ToolRegistry {
         call: &ToolCall,
         ctx: &ToolContext,
     ) -> (ToolResult, Option<InstructionsChange>) {
+        self.execute_gated(call, ctx, &CallGate::Policy).await
+    }
+
+    /// [`Self::execute_reporting`] with what the call's hooks decided (`gate`) weighed in.
+    pub async fn execute_gated(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        gate: &CallGate,
+    ) -> (ToolResult, Option<InstructionsChange>) {
         let step_id = StepId::new();
         let span = tracing::info_span!(
             "tool_call",
@@ -277,13 +302,16 @@ impl ToolRegistry {
             run_id = %ctx.run_id,
             step_id = %step_id,
         );
-        self.execute_step(call, ctx, step_id).instrument(span).await
+        self.execute_step(call, ctx, gate, step_id)
+            .instrument(span)
+            .await
     }
 
     async fn execute_step(
         &self,
         call: &ToolCall,
         ctx: &ToolContext,
+        gate: &CallGate,
         step_id: StepId,
     ) -> (ToolResult, Option<InstructionsChange>) {
         let started_at_ms = now_ms();
@@ -310,7 +338,7 @@ impl ToolRegistry {
             error: None,
         };
         let mut change = None;
-        let result = self.run(call, ctx, &mut record, &mut change).await;
+        let result = self.run(call, ctx, gate, &mut record, &mut change).await;
         let result = ToolResult {
             content: self.policy.redactor.redact(&result.content).into_owned(),
             ..result
@@ -335,6 +363,7 @@ impl ToolRegistry {
         &self,
         call: &ToolCall,
         ctx: &ToolContext,
+        gate: &CallGate,
         record: &mut AuditRecord,
         change: &mut Option<InstructionsChange>,
     ) -> ToolResult {
@@ -379,7 +408,7 @@ impl ToolRegistry {
             .iter()
             .map(ToString::to_string)
             .collect();
-        match self.clear(&call.name, invocation, ctx).await {
+        match self.clear(&call.name, invocation, ctx, gate).await {
             Ok(clearance) => {
                 record.granted = clearance.granted.iter().map(ToString::to_string).collect();
                 record.approval = clearance.approval;
@@ -438,7 +467,14 @@ impl ToolRegistry {
         tool: &str,
         invocation: &Invocation,
         ctx: &ToolContext,
+        gate: &CallGate,
     ) -> Result<Clearance, Refusal> {
+        if let CallGate::Denied { by, reason } = gate {
+            return Err(Refusal {
+                message: format!("Error: the PreToolUse hook `{by}` denied {tool}: {reason}"),
+                approval: None,
+            });
+        }
         let mut standing = self.policy.grants.clone();
         if let Some(grants) = ctx
             .channel
@@ -477,18 +513,53 @@ impl ToolRegistry {
             })
             .unwrap_or_default();
         let (granted_so_far, missing, session_grant_offered) =
-            match decide(invocation, &standing, &session) {
-                Verdict::Allowed { granted } => {
+            match (decide(invocation, &standing, &session), gate) {
+                (Verdict::Allowed { granted }, CallGate::Ask { .. }) => {
+                    (granted, Vec::new(), false)
+                }
+                (
+                    Verdict::Allowed { granted },
+                    CallGate::Policy | CallGate::Allowed { .. } | CallGate::Denied { .. },
+                ) => {
                     return Ok(Clearance {
                         granted,
                         approval: None,
                     });
                 }
-                Verdict::NeedsApproval {
-                    granted,
-                    missing,
-                    session_grant_offered,
-                } => (granted, missing, session_grant_offered),
+                (
+                    Verdict::NeedsApproval {
+                        granted, missing, ..
+                    },
+                    CallGate::Allowed { by },
+                ) => {
+                    let id = approval_id();
+                    let source = GrantSource::Once {
+                        request: id.clone(),
+                        by: format!("hook {by}"),
+                    };
+                    return Ok(Clearance {
+                        granted: granted
+                            .into_iter()
+                            .chain(missing.iter().map(|capability| CapabilityGrant {
+                                pattern: CapabilityPattern::exactly(capability),
+                                source: source.clone(),
+                            }))
+                            .collect(),
+                        approval: Some(ApprovalRecord {
+                            id,
+                            result: ApprovalResult::AllowedOnce,
+                            by: Some(format!("hook {by}")),
+                        }),
+                    });
+                }
+                (
+                    Verdict::NeedsApproval {
+                        granted,
+                        missing,
+                        session_grant_offered,
+                    },
+                    CallGate::Policy | CallGate::Ask { .. } | CallGate::Denied { .. },
+                ) => (granted, missing, session_grant_offered),
             };
         let request = ApprovalRequest {
             id: approval_id(),
@@ -497,22 +568,35 @@ impl ToolRegistry {
             tool: tool.to_owned(),
             summary: {
                 let summary = self.policy.redactor.redact(&invocation.summary);
-                if following.is_empty() {
+                let summary = if following.is_empty() {
                     summary.into_owned()
                 } else {
                     let names: Vec<&str> = following.iter().map(|s| s.skill.as_str()).collect();
                     format!("{summary} (following the skill {})", names.join(", "))
+                };
+                match gate {
+                    CallGate::Ask { by, reason } => format!(
+                        "{summary} (the hook `{by}` asks: {})",
+                        self.policy.redactor.redact(reason)
+                    ),
+                    CallGate::Policy | CallGate::Allowed { .. } | CallGate::Denied { .. } => {
+                        summary
+                    }
                 }
             },
             risk: invocation.risk,
             missing: missing.clone(),
             session_grant_offered: session_grant_offered && ctx.session.is_some(),
         };
-        let needs = missing
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+        let needs = if missing.is_empty() {
+            "what a PreToolUse hook asks about".to_owned()
+        } else {
+            missing
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let refuse = |result: ApprovalResult, by: Option<String>, message: String| Refusal {
             message,
             approval: Some(ApprovalRecord {

@@ -1,8 +1,9 @@
 //! Slash commands: what the user can ask the agent itself, without the model.
 
-use nanocrab_schema::{AgentEvent, SessionKey};
+use nanocrab_schema::{AgentEvent, RunId, SessionKey, TraceId};
 
 use super::{Agent, AgentError};
+use crate::hooks::HookInput;
 
 pub const HELP_TEXT: &str = "Commands:\n  /new      start a new conversation (the current one is archived)\n  /reset    same as /new\n  /clear    same as /new\n  /rag on   memory arrives by search with each message, not whole in the prompt\n  /rag off  MEMORY.md whole in the prompt again\n  /help     this list";
 
@@ -30,6 +31,16 @@ impl Agent {
         key: &SessionKey,
         on_event: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<String, AgentError> {
+        let started = self
+            .sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.clone(), super::SessionState::Cleared);
+        if started == Some(super::SessionState::Started) {
+            let scope = self.hook_scope(key, &TraceId::new(), &RunId::new());
+            self.run_hooks(HookInput::SessionEnd { reason: "clear" }, &scope)
+                .await;
+        }
         let mut note = String::new();
         if self.consolidator.is_some() {
             let session = self.store.load(key)?;

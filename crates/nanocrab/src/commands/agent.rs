@@ -92,6 +92,8 @@ pub fn run(env: &Env, args: AgentArgs) -> anyhow::Result<()> {
         }
         None => repl(env, &runtime, &agent, &key),
     };
+    // The conversation's SessionEnd hooks; nothing runs when no turn started it.
+    runtime.block_on(agent.end_session(&key, "prompt_input_exit"));
     // The MCP servers a turn started end with the command.
     runtime.block_on(env.shutdown_mcp());
     outcome

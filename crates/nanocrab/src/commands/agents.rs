@@ -161,7 +161,7 @@ pub fn build(
         channel_grants,
         approver,
         redactor: audit.redactor().clone(),
-        audit: Some(audit),
+        audit: Some(Arc::clone(&audit)),
         workspace_history: Some(nanocrab_tools::WorkspaceHistory::new(
             env.paths.workspace_history(),
         )),
@@ -177,14 +177,7 @@ pub fn build(
     let guard = nanocrab_policy::PathGuard::new(&workspace, tools_config, env.user_home.as_deref())
         .with_context(|| format!("{tools_key} ({})", env.config_path.display()))?
         .with_skill_folders(&policy.skill_folders);
-    // This binary is the sandbox launcher (`nanocrab __sandbox`, dispatched in main).
-    let launcher = std::env::current_exe()
-        .ok()
-        .map(|program| nanocrab_tools::SandboxLauncher {
-            program,
-            state_dir: env.paths.state_dir(),
-            agent_id: id.to_owned(),
-        });
+    let launcher = sandbox_launcher(env, id);
     let web_tools = nanocrab_web::web_tools(
         &tools_config.web,
         nanocrab_web::WebSetup::new(
@@ -295,6 +288,18 @@ pub fn build(
         }))
     };
     let agent = with_mcp_servers(agent, env, config, id);
+    let hooks = hooks(
+        config,
+        tools_config,
+        launcher.as_ref(),
+        Some(Arc::clone(&audit)),
+        audit.redactor().clone(),
+    )
+    .with_context(|| env.config_path.display().to_string())?;
+    let agent = match hooks {
+        Some(hooks) => agent.with_hooks(Arc::new(hooks)),
+        None => agent,
+    };
     let agent = match &settings.housekeeping_model {
         Some(model) => {
             agent.with_housekeeping(resolve(model, &format!("{key_prefix}.housekeepingModel"))?)
@@ -314,6 +319,43 @@ pub fn build(
         workspace,
         notice,
     })
+}
+
+/// The sandbox launcher of agent `id`'s commands and hooks: this binary (`nanocrab
+/// __sandbox`, dispatched in main).
+pub fn sandbox_launcher(env: &Env, id: &str) -> Option<nanocrab_tools::SandboxLauncher> {
+    std::env::current_exe()
+        .ok()
+        .map(|program| nanocrab_tools::SandboxLauncher {
+            program,
+            state_dir: env.paths.state_dir(),
+            agent_id: id.to_owned(),
+        })
+}
+
+/// The `hooks` of config, run in `tools`' `exec` sandbox (each with its own workspace access
+/// and network) and audited in `audit` when given; `None` when there are none.
+pub fn hooks(
+    config: &Config,
+    tools: &nanocrab_config::ToolsConfig,
+    launcher: Option<&nanocrab_tools::SandboxLauncher>,
+    audit: Option<Arc<nanocrab_policy::AuditLog>>,
+    redactor: nanocrab_policy::Redactor,
+) -> anyhow::Result<Option<nanocrab_hooks::CommandHooks>> {
+    if config.hooks.is_empty() {
+        return Ok(None);
+    }
+    let hooks = nanocrab_hooks::CommandHooks::new(
+        &config.hooks,
+        nanocrab_hooks::HookSetup {
+            sandbox: &tools.exec.sandbox,
+            launcher,
+            base_env: std::env::vars_os().collect(),
+            audit,
+            redactor,
+        },
+    )?;
+    Ok(Some(hooks))
 }
 
 /// The MCP servers of agent `id` as config gives them; a server whose `${VAR}` is not set

@@ -12,6 +12,7 @@ pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
     if !path.exists() {
         let nothing = match &command {
             AuditCommand::Runs { .. } => "no runs",
+            AuditCommand::Hooks { .. } => "no hook runs",
             AuditCommand::List { .. } | AuditCommand::Show { .. } => "no tool calls",
         };
         outln!("{nothing} recorded yet ({} does not exist)", path.display())?;
@@ -119,6 +120,46 @@ pub fn run(env: &Env, command: AuditCommand) -> anyhow::Result<()> {
                     count(run.tool_calls, "tool call"),
                     tokens,
                     run.session,
+                )?;
+            }
+        }
+        AuditCommand::Hooks { limit, json } => {
+            let runs = log.hook_runs(limit)?;
+            if json {
+                for run in &runs {
+                    outln!("{}", serde_json::to_string(run)?)?;
+                }
+                return Ok(());
+            }
+            if runs.is_empty() {
+                outln!("no hook runs recorded (hooks in config.json; docs/tools.md, \"Hooks\")")?;
+            }
+            for run in &runs {
+                let exit = match (run.exit_code, run.timed_out) {
+                    (_, true) => "timed out".to_owned(),
+                    (Some(code), false) => format!("exit {code}"),
+                    (None, false) => "no exit".to_owned(),
+                };
+                let tool = run
+                    .tool
+                    .as_deref()
+                    .map(|t| format!(" {t}"))
+                    .unwrap_or_default();
+                let reason = run
+                    .reason
+                    .as_deref()
+                    .map(|reason| format!("  {}", one_line(reason, 80)))
+                    .unwrap_or_default();
+                outln!(
+                    "{:>5}  {}  {:<16} {:<7} {:<9} {:>5} ms  {}{tool}  {}{reason}",
+                    run.id,
+                    time(run.started_at_ms),
+                    run.event,
+                    run.decision.to_string(),
+                    exit,
+                    run.duration_ms,
+                    run.session.as_deref().unwrap_or("-"),
+                    one_line(&run.command, 60),
                 )?;
             }
         }

@@ -9,6 +9,7 @@ pub mod embedding_progress;
 pub mod gateway;
 pub mod gateway_api;
 pub mod heartbeat;
+pub mod hooks;
 pub mod mcp;
 pub mod memory;
 pub mod models;

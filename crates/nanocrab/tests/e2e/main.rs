@@ -19,6 +19,7 @@ mod gateway;
 mod gateway_approvals;
 mod gemini;
 mod heartbeat;
+mod hooks;
 mod images;
 mod instructions;
 mod local_model;
