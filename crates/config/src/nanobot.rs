@@ -338,8 +338,15 @@ fn map_heartbeat(value: &mut Value, note: &mut NanobotNote) {
     let every = match (&enabled, &interval) {
         (None, None) => return,
         (Some(Value::Bool(false)), _) => "0".to_owned(),
-        (_, Some(Value::Number(seconds))) => seconds.to_string(),
-        (_, None) => "1800".to_owned(),
+        // Written as nanocrab's own users write it (`30m`), which `status` then shows.
+        (_, Some(Value::Number(seconds))) => match seconds.as_u64() {
+            Some(0) => "0".to_owned(),
+            Some(s) if s % 3_600 == 0 => format!("{}h", s / 3_600),
+            Some(s) if s % 60 == 0 => format!("{}m", s / 60),
+            Some(s) => format!("{s}s"),
+            None => seconds.to_string(),
+        },
+        (_, None) => "30m".to_owned(),
         // Not a switch or a number: left for the type check to name the key.
         (_, Some(_)) => {
             if let Some(enabled) = enabled {

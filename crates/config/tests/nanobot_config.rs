@@ -62,7 +62,7 @@ fn nanobots_onboard_config_loads_as_the_same_nanocrab_config() {
         "agents": {"defaults": {"workspace": "~/.nanobot/workspace",
                                 "model": "anthropic/claude-opus-4-5", "maxTokens": 8192,
                                 "temperature": 0.1, "maxToolIterations": 40,
-                                "heartbeat": {"every": "1800"}}},
+                                "heartbeat": {"every": "30m"}}},
         "memory": {"consolidateAfter": 100},
         "channels": channels,
         "providers": providers,
