@@ -8,10 +8,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BrowserConfig {
-    /// Offer the `browser` tool. Default: on when the binary was built with its `browser`
-    /// feature; `true` in a binary without it is an error naming the feature.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub enable: Option<bool>,
+    /// Offer the `browser` tool (held back for `tool_search` unless `tools.deferAbove` is
+    /// `false`). Off by default; `true` in a binary built without the `browser` feature is an
+    /// error naming it.
+    #[serde(default)]
+    pub enable: bool,
     /// The Chromium (or Chrome) program. Default: the first of `chromium`, `chromium-browser`,
     /// `google-chrome` on `PATH` (Debian's package is `chromium`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -35,7 +36,7 @@ pub struct BrowserConfig {
 impl Default for BrowserConfig {
     fn default() -> Self {
         Self {
-            enable: None,
+            enable: false,
             executable: None,
             idle_minutes: default_idle_minutes(),
             timeout_seconds: default_timeout_seconds(),
