@@ -110,6 +110,16 @@ fn setup(port: u16, browser: Value, grants: &[&str]) -> Setup {
         )
         .unwrap(),
     );
+    let registry = registry(Arc::clone(&tool), grants);
+    Setup {
+        registry,
+        tool,
+        _state: state,
+    }
+}
+
+/// A registry with `tool` alone, under `grants` and no approver.
+fn registry(tool: Arc<BrowserTool>, grants: &[&str]) -> ToolRegistry {
     let grants = grants
         .iter()
         .map(|text| CapabilityGrant {
@@ -123,12 +133,8 @@ fn setup(port: u16, browser: Value, grants: &[&str]) -> Setup {
         grants: Grants::new(grants),
         ..ToolPolicy::default()
     });
-    registry.register(Arc::clone(&tool) as Arc<dyn nanocrab_tools::Tool>);
-    Setup {
-        registry,
-        tool,
-        _state: state,
-    }
+    registry.register(tool);
+    registry
 }
 
 async fn call(setup: &Setup, input: Value) -> Executed {
@@ -354,16 +360,7 @@ async fn is_guarded_and_names_the_package_when_chromium_is_missing() {
         Arc::new(SystemResolver),
     )
     .unwrap();
-    let mut registry = ToolRegistry::new().with_policy(ToolPolicy {
-        grants: Grants::new(vec![CapabilityGrant {
-            pattern: CapabilityPattern::parse("browser", None).unwrap(),
-            source: GrantSource::Config {
-                key: "tools.grants[0]".into(),
-            },
-        }]),
-        ..ToolPolicy::default()
-    });
-    registry.register(Arc::new(searched));
+    let registry = registry(Arc::new(searched), &["browser"]);
     let result = registry
         .execute(
             &ToolCall {

@@ -193,7 +193,7 @@ pub fn build(
         ),
     )
     .with_context(|| format!("{tools_key}.web ({})", env.config_path.display()))?;
-    let mut tools = nanocrab_tools::builtin_registry(
+    let tools = nanocrab_tools::builtin_registry(
         tools_config,
         &workspace,
         env.user_home.as_deref(),
@@ -231,19 +231,23 @@ pub fn build(
     .with_context(|| format!("{tools_key} ({})", env.config_path.display()))?;
     // The browser is large and few turns need it: held back for tool_search.
     #[cfg(feature = "browser")]
-    if tools_config.browser.enable {
-        let browser = nanocrab_browser::browser_tool(
-            &tools_config.browser,
-            &tools_config.web,
-            env.paths.state_dir().join("browser").join(id),
-            std::env::var_os("PATH")
-                .map(|path| std::env::split_paths(&path).collect())
-                .unwrap_or_default(),
-            Arc::new(nanocrab_web::SystemResolver),
-        )
-        .with_context(|| format!("{tools_key}.web ({})", env.config_path.display()))?;
-        tools.register_deferred(Arc::new(browser));
-    }
+    let tools = {
+        let mut tools = tools;
+        if tools_config.browser.enable {
+            let browser = nanocrab_browser::browser_tool(
+                &tools_config.browser,
+                &tools_config.web,
+                env.paths.state_dir().join("browser").join(id),
+                std::env::var_os("PATH")
+                    .map(|path| std::env::split_paths(&path).collect())
+                    .unwrap_or_default(),
+                Arc::new(nanocrab_web::SystemResolver),
+            )
+            .with_context(|| format!("{tools_key}.web ({})", env.config_path.display()))?;
+            tools.register_deferred(Arc::new(browser));
+        }
+        tools
+    };
     #[cfg(not(feature = "browser"))]
     if tools_config.browser.enable {
         anyhow::bail!(
