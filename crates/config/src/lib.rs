@@ -1,6 +1,7 @@
 //! nanocrab's configuration: the types of `config.json`, loading with validation, migration
 //! and `${ENV}` placeholders, the default file, the JSON Schema, and where files live.
 
+mod browser;
 mod channels;
 mod cron;
 mod error;
@@ -17,6 +18,7 @@ mod types;
 mod web;
 mod write;
 
+pub use browser::BrowserConfig;
 pub use channels::*;
 pub use cron::{CatchUp, CronConfig};
 pub use error::{ConfigError, UnknownKey};

@@ -990,6 +990,10 @@ pub struct ToolsConfig {
     /// `web_fetch` and `web_search`: which hosts, how much, which search provider.
     #[serde(default)]
     pub web: crate::WebConfig,
+    /// The `browser` tool: which Chromium, when it is closed, how much a snapshot shows. Its
+    /// navigations are checked like `web_fetch`'s (`tools.web.allowPrivate`).
+    #[serde(default)]
+    pub browser: crate::BrowserConfig,
 }
 
 impl Default for ToolsConfig {
@@ -1004,6 +1008,7 @@ impl Default for ToolsConfig {
             defer_above: DeferAbove::default(),
             mcp_servers: BTreeMap::new(),
             web: crate::WebConfig::default(),
+            browser: crate::BrowserConfig::default(),
         }
     }
 }

@@ -11,7 +11,7 @@ use nanocrab_schema::{
 };
 use nanocrab_sessions::{CountedHistory, SessionEntry, SessionError, SessionStore, TokenCounter};
 use nanocrab_tools::{
-    MemoryProvenance, ToolContext, ToolRegistry, ToolSearch, ToolSource, fenced_sources,
+    Executed, MemoryProvenance, ToolContext, ToolRegistry, ToolSearch, ToolSource, fenced_sources,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -1187,6 +1187,7 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Vec<ContentBlock> {
         let mut results = Vec::with_capacity(calls.len());
+        let mut images = Vec::new();
         for call in calls {
             if cancel.is_cancelled() {
                 results.push(ContentBlock::ToolResult(ToolResult::error(
@@ -1207,8 +1208,16 @@ impl Agent {
                 name: call.name.clone(),
                 input: call.input.clone(),
             });
-            let (mut result, change) = if let Some(refused) = repeats.refuse(call) {
-                (refused, None)
+            let Executed {
+                mut result,
+                change,
+                images: returned,
+            } = if let Some(refused) = repeats.refuse(call) {
+                Executed {
+                    result: refused,
+                    change: None,
+                    images: Vec::new(),
+                }
             } else {
                 let gate = match self
                     .run_hooks(HookInput::PreToolUse { call: call.clone() }, scope)
@@ -1230,16 +1239,18 @@ impl Agent {
                 };
                 tokio::select! {
                     biased;
-                    () = cancel.cancelled() => (
-                        ToolResult::error(
+                    () = cancel.cancelled() => Executed {
+                        result: ToolResult::error(
                             &call.id,
                             "Error: interrupted by the user before it finished.",
                         ),
-                        None,
-                    ),
+                        change: None,
+                        images: Vec::new(),
+                    },
                     reported = registry.execute_gated(call, ctx, &gate) => reported,
                 }
             };
+            images.extend(returned.into_iter().map(ContentBlock::Image));
             if halt.is_none()
                 && let Some(outcome) = self
                     .run_hooks(
@@ -1280,6 +1291,9 @@ impl Agent {
             }
             results.push(ContentBlock::ToolResult(result));
         }
+        // Every result first (Anthropic's rule, and OpenAI's `tool` messages come before
+        // the user message that carries the images).
+        results.extend(images);
         results
     }
 

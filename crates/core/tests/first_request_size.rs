@@ -141,6 +141,18 @@ fn first_request(tools_config: &ToolsConfig, extensions: Vec<nanocrab_schema::To
         },
     )
     .unwrap();
+    // The binary adds the browser when it is on, held back for tool_search.
+    if tools_config.browser.enable {
+        let browser = nanocrab_browser::browser_tool(
+            &tools_config.browser,
+            &tools_config.web,
+            dir.path().join("state/browser/main"),
+            Vec::new(),
+            std::sync::Arc::new(nanocrab_web::SystemResolver),
+        )
+        .unwrap();
+        tools.register_deferred(std::sync::Arc::new(browser));
+    }
     for definition in extensions {
         tools.register_deferrable(std::sync::Arc::new(Extension(definition)));
     }
@@ -202,6 +214,25 @@ fn hello_with_the_default_workspace_and_tools_is_under_6000_characters() {
     let sizes = first_request(&ToolsConfig::default(), Vec::new());
     eprintln!("first request: {sizes}");
     assert!(sizes.total() < 6_000, "first request is {sizes}");
+}
+
+/// With `tools.browser.enable` the browser waits behind tool_search, whose definition and
+/// line in the prompt cost about 510 characters: the reason the browser is off by default.
+#[test]
+fn hello_with_the_browser_on_is_under_7000_characters() {
+    let sizes = first_request(
+        &ToolsConfig {
+            browser: nanocrab_config::BrowserConfig {
+                enable: true,
+                ..nanocrab_config::BrowserConfig::default()
+            },
+            ..ToolsConfig::default()
+        },
+        Vec::new(),
+    );
+    eprintln!("first request with the browser on: {sizes}");
+    assert_eq!(sizes.tools, 14, "the 13 default tools and tool_search");
+    assert!(sizes.total() < 7_000, "first request is {sizes}");
 }
 
 /// Rerun with `cargo test -p nanocrab-core --test first_request_size -- --nocapture` for the

@@ -30,10 +30,12 @@ pub enum CapabilityKind {
     Secret,
     #[serde(rename = "mcp")]
     Mcp,
+    #[serde(rename = "browser")]
+    Browser,
 }
 
 impl CapabilityKind {
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::FsRead,
         Self::FsWrite,
         Self::Exec,
@@ -44,6 +46,7 @@ impl CapabilityKind {
         Self::MemoryWrite,
         Self::Secret,
         Self::Mcp,
+        Self::Browser,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +61,7 @@ impl CapabilityKind {
             Self::MemoryWrite => "memory.write",
             Self::Secret => "secret",
             Self::Mcp => "mcp",
+            Self::Browser => "browser",
         }
     }
 
@@ -72,7 +76,7 @@ impl CapabilityKind {
             | Self::Spawn
             | Self::Secret
             | Self::Mcp => true,
-            Self::Schedule | Self::MemoryWrite => false,
+            Self::Schedule | Self::MemoryWrite | Self::Browser => false,
         }
     }
 
@@ -86,7 +90,8 @@ impl CapabilityKind {
             | Self::Schedule
             | Self::MemoryWrite
             | Self::Secret
-            | Self::Mcp => false,
+            | Self::Mcp
+            | Self::Browser => false,
         }
     }
 }
@@ -114,6 +119,9 @@ pub enum Capability {
     Secret(String),
     /// Calling a tool of an MCP server, as `server:tool`.
     Mcp(String),
+    /// Driving the agent's headless browser (the `browser` tool); where it may go is the
+    /// address checks' business, not the grant's.
+    Browser,
 }
 
 impl Capability {
@@ -129,6 +137,7 @@ impl Capability {
             Self::MemoryWrite => CapabilityKind::MemoryWrite,
             Self::Secret(_) => CapabilityKind::Secret,
             Self::Mcp(_) => CapabilityKind::Mcp,
+            Self::Browser => CapabilityKind::Browser,
         }
     }
 
@@ -141,7 +150,7 @@ impl Capability {
             | Self::Spawn(target)
             | Self::Secret(target)
             | Self::Mcp(target) => Some(target.clone()),
-            Self::Schedule | Self::MemoryWrite => None,
+            Self::Schedule | Self::MemoryWrite | Self::Browser => None,
         }
     }
 }
@@ -298,7 +307,7 @@ impl CapabilityPattern {
             | Capability::Spawn(target)
             | Capability::Secret(target)
             | Capability::Mcp(target) => Target::Exact(target.clone()),
-            Capability::Schedule | Capability::MemoryWrite => Target::Any,
+            Capability::Schedule | Capability::MemoryWrite | Capability::Browser => Target::Any,
         };
         Self {
             kind: capability.kind(),

@@ -44,7 +44,9 @@ pub use message::{
 pub use note_marks::{NoteOrigins, note_name};
 pub use process_group::ProcessGroup;
 pub use read_file::{DEFAULT_LINE_LIMIT, MAX_READ_BYTES, ReadFileTool};
-pub use registry::{CallGate, DEFAULT_APPROVAL_TIMEOUT, SkillGrants, ToolPolicy, ToolRegistry};
+pub use registry::{
+    CallGate, DEFAULT_APPROVAL_TIMEOUT, Executed, SkillGrants, ToolPolicy, ToolRegistry,
+};
 pub use spawn::{
     AgentTool, Awaited, ParentRun, SpawnArgs, SpawnRequest, SpawnTool, Subagents, SubagentsAction,
     SubagentsArgs, SubagentsTool,

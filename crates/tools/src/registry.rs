@@ -10,7 +10,7 @@ use nanocrab_policy::{
     Grants, Invocation, Redactor, Risk, Verdict, decide,
 };
 use nanocrab_schema::{
-    InstructionsChange, RunId, SessionKey, StepId, ToolCall, ToolDef, ToolResult,
+    Image, InstructionsChange, RunId, SessionKey, StepId, ToolCall, ToolDef, ToolResult,
 };
 use tracing::Instrument as _;
 
@@ -105,6 +105,16 @@ impl Default for ToolRegistry {
     }
 }
 
+/// One call as it ended: the result for the model, the change it made to an instruction file
+/// (a bootstrap file or a skill), which the run reports to the user, and the images it
+/// returned, which go to the model after the results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Executed {
+    pub result: ToolResult,
+    pub change: Option<InstructionsChange>,
+    pub images: Vec<Image>,
+}
+
 /// A tool as registered.
 #[derive(Clone)]
 struct Registered {
@@ -122,6 +132,9 @@ enum Offered {
     /// An extension's (a WASM or MCP tool): held back, for `tool_search` to find, when the
     /// tools on offer are past `tools.deferAbove`.
     Deferrable,
+    /// A large tool few turns need (the browser): held back for `tool_search` whenever
+    /// deferring is on (`tools.deferAbove` not `false`), past the limits or not.
+    Deferred,
 }
 
 /// What the user's `PreToolUse` hooks decided about a call before the policy looks at it.
@@ -190,6 +203,13 @@ impl ToolRegistry {
         self.add(tool, Offered::Deferrable);
     }
 
+    /// Adds a large built-in tool few turns need (the browser), held back for `tool_search`
+    /// unless `tools.deferAbove` is `false`; a later tool with the same name replaces the
+    /// earlier one.
+    pub fn register_deferred(&mut self, tool: Arc<dyn Tool>) {
+        self.add(tool, Offered::Deferred);
+    }
+
     fn add(&mut self, tool: Arc<dyn Tool>, offered: Offered) {
         let definition = tool.definition();
         self.unregister(&definition.name);
@@ -203,8 +223,9 @@ impl ToolRegistry {
         Arc::make_mut(&mut self.definitions).push(definition);
     }
 
-    /// When the tools on offer are past `tools.deferAbove` (more tools, or more characters of
-    /// definitions as one JSON list), holds every deferrable tool back: registers
+    /// Holds back the deferred tools, and when the tools on offer are past `tools.deferAbove`
+    /// (more tools, or more characters of definitions as one JSON list) every deferrable
+    /// tool too: registers
     /// `tool_search`, which finds and loads them, and returns it. `None`: every tool is sent
     /// (within the limits, or nothing deferrable). Meant for a turn's own copy.
     pub fn defer(&mut self) -> Option<Arc<ToolSearch>> {
@@ -213,14 +234,16 @@ impl ToolRegistry {
         let schema_chars = self.tools.iter().map(|t| t.schema_chars).sum::<usize>()
             + self.tools.len().saturating_sub(1)
             + 2;
-        if self.tools.len() <= limits.tools && schema_chars <= limits.schema_chars {
-            return None;
-        }
+        let past = self.tools.len() > limits.tools || schema_chars > limits.schema_chars;
         let deferred: Vec<ToolDef> = self
             .tools
             .iter()
             .zip(self.definitions.iter())
-            .filter(|(registered, _)| registered.offered == Offered::Deferrable)
+            .filter(|(registered, _)| match registered.offered {
+                Offered::Always => false,
+                Offered::Deferrable => past,
+                Offered::Deferred => true,
+            })
             .map(|(_, definition)| definition.clone())
             .collect();
         if deferred.is_empty() {
@@ -274,16 +297,13 @@ impl ToolRegistry {
     /// tool, bad arguments, denied, the tool's own error) becomes an error result for the model,
     /// never a dropped call.
     pub async fn execute(&self, call: &ToolCall, ctx: &ToolContext) -> ToolResult {
-        self.execute_reporting(call, ctx).await.0
+        self.execute_reporting(call, ctx).await.result
     }
 
-    /// [`Self::execute`], and the change the call made to an instruction file (a bootstrap
-    /// file or a skill), which the run reports to the user.
-    pub async fn execute_reporting(
-        &self,
-        call: &ToolCall,
-        ctx: &ToolContext,
-    ) -> (ToolResult, Option<InstructionsChange>) {
+    /// [`Self::execute`], with the rest of what the call returned: the change it made to an
+    /// instruction file (a bootstrap file or a skill), which the run reports to the user, and
+    /// the images it returned.
+    pub async fn execute_reporting(&self, call: &ToolCall, ctx: &ToolContext) -> Executed {
         self.execute_gated(call, ctx, &CallGate::Policy).await
     }
 
@@ -293,7 +313,7 @@ impl ToolRegistry {
         call: &ToolCall,
         ctx: &ToolContext,
         gate: &CallGate,
-    ) -> (ToolResult, Option<InstructionsChange>) {
+    ) -> Executed {
         let step_id = StepId::new();
         let span = tracing::info_span!(
             "tool_call",
@@ -313,7 +333,7 @@ impl ToolRegistry {
         ctx: &ToolContext,
         gate: &CallGate,
         step_id: StepId,
-    ) -> (ToolResult, Option<InstructionsChange>) {
+    ) -> Executed {
         let started_at_ms = now_ms();
         let mut record = AuditRecord {
             id: 0,
@@ -338,7 +358,10 @@ impl ToolRegistry {
             error: None,
         };
         let mut change = None;
-        let result = self.run(call, ctx, gate, &mut record, &mut change).await;
+        let mut images = Vec::new();
+        let result = self
+            .run(call, ctx, gate, &mut record, &mut change, &mut images)
+            .await;
         let result = ToolResult {
             content: self.policy.redactor.redact(&result.content).into_owned(),
             ..result
@@ -356,7 +379,11 @@ impl ToolRegistry {
                 call.id
             );
         }
-        (result, change)
+        Executed {
+            result,
+            change,
+            images,
+        }
     }
 
     async fn run(
@@ -366,6 +393,7 @@ impl ToolRegistry {
         gate: &CallGate,
         record: &mut AuditRecord,
         change: &mut Option<InstructionsChange>,
+        images: &mut Vec<Image>,
     ) -> ToolResult {
         let Some(tool) = self
             .definitions
@@ -448,6 +476,7 @@ impl ToolRegistry {
                 }
                 record.status = CallStatus::Ok;
                 *change = output.instructions_change;
+                *images = output.images;
                 let text = match &output.provenance {
                     Provenance::Trusted => output.text,
                     Provenance::Untrusted { source } => wrap_untrusted(source, &output.text),

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::pin::Pin;
 
 use nanocrab_policy::{Denial, Invocation, PathDenial};
-use nanocrab_schema::{InstructionsChange, RunId, RunSource, SessionKey, TaskId, ToolDef, TraceId};
+use nanocrab_schema::{
+    Image, InstructionsChange, RunId, RunSource, SessionKey, TaskId, ToolDef, TraceId,
+};
 
 use crate::memory_provenance::MemoryProvenance;
 
@@ -72,6 +74,9 @@ pub struct ToolOutput {
     pub provenance: Provenance,
     /// The call changed an instruction file (a bootstrap file or a skill); the run reports it.
     pub instructions_change: Option<InstructionsChange>,
+    /// Images for the model to look at (a browser's screenshot), sent after the call's result
+    /// in the same message; a model without vision gets a note in their place.
+    pub images: Vec<Image>,
 }
 
 impl ToolOutput {
@@ -80,6 +85,7 @@ impl ToolOutput {
             text: text.into(),
             provenance: Provenance::Trusted,
             instructions_change: None,
+            images: Vec::new(),
         }
     }
 
@@ -90,6 +96,7 @@ impl ToolOutput {
                 source: source.into(),
             },
             instructions_change: None,
+            images: Vec::new(),
         }
     }
 }

@@ -67,7 +67,7 @@ impl Fixture {
             name: name.into(),
             input,
         };
-        let (result, change) = self
+        let nanocrab_tools::Executed { result, change, .. } = self
             .tools
             .execute_reporting(&call, &ToolContext::new(self.ws()))
             .await;

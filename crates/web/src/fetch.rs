@@ -268,7 +268,8 @@ impl Fetcher {
     }
 
     /// The addresses to connect to for `url`, each checked; and whether any is non-public.
-    async fn addresses(&self, url: &Url) -> Result<(Vec<SocketAddr>, bool), FetchError> {
+    /// The browser's proxy connects only to these too.
+    pub async fn addresses(&self, url: &Url) -> Result<(Vec<SocketAddr>, bool), FetchError> {
         let port = url.port_or_known_default().unwrap_or(443);
         let (host, ips) =
             match url.host() {

@@ -61,6 +61,40 @@ pub enum WebSetupError {
     Client(String),
 }
 
+/// The fetcher `tools.web` describes: its limits, its `allowPrivate` hosts, and under
+/// `requireGrant` redirects kept to the host asked for. The browser checks its hosts with it.
+pub fn fetcher(config: &WebConfig, resolver: Arc<dyn Resolve>) -> Result<Fetcher, WebSetupError> {
+    let allow_private = config
+        .allow_private
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            CapabilityPattern::parse(&format!("net:{}", entry.trim()), None).map_err(|err| {
+                WebSetupError::AllowPrivate {
+                    index,
+                    reason: err.to_string(),
+                }
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Fetcher::new(
+        FetchLimits {
+            max_bytes: config.fetch.max_bytes,
+            timeout: Duration::from_secs(config.fetch.timeout_seconds),
+            max_redirects: config
+                .fetch
+                .max_redirects
+                .min(nanocrab_config::MAX_REDIRECTS),
+        },
+        Reach {
+            allow_private,
+            same_host_only: config.require_grant,
+        },
+        config.user_agent.clone(),
+        resolver,
+    ))
+}
+
 /// `web_fetch` and `web_search` as `config` has them (none when `enable` is false).
 pub fn web_tools(config: &WebConfig, setup: WebSetup) -> Result<Vec<Arc<dyn Tool>>, WebSetupError> {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
@@ -68,35 +102,7 @@ pub fn web_tools(config: &WebConfig, setup: WebSetup) -> Result<Vec<Arc<dyn Tool
         return Ok(tools);
     }
     if config.fetch.enabled {
-        let allow_private = config
-            .allow_private
-            .iter()
-            .enumerate()
-            .map(|(index, entry)| {
-                CapabilityPattern::parse(&format!("net:{}", entry.trim()), None).map_err(|err| {
-                    WebSetupError::AllowPrivate {
-                        index,
-                        reason: err.to_string(),
-                    }
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let fetcher = Fetcher::new(
-            FetchLimits {
-                max_bytes: config.fetch.max_bytes,
-                timeout: Duration::from_secs(config.fetch.timeout_seconds),
-                max_redirects: config
-                    .fetch
-                    .max_redirects
-                    .min(nanocrab_config::MAX_REDIRECTS),
-            },
-            Reach {
-                allow_private,
-                same_host_only: config.require_grant,
-            },
-            config.user_agent.clone(),
-            Arc::clone(&setup.resolver),
-        );
+        let fetcher = fetcher(config, Arc::clone(&setup.resolver))?;
         let cache = setup
             .cache_dir
             .filter(|_| config.fetch.cache_ttl_minutes > 0)

@@ -222,6 +222,33 @@ pub fn build(
         },
     )
     .with_context(|| format!("{tools_key} ({})", env.config_path.display()))?;
+    // The browser is large and few turns need it: held back for tool_search.
+    #[cfg(feature = "browser")]
+    let tools = {
+        let mut tools = tools;
+        if tools_config.browser.enable {
+            let browser = nanocrab_browser::browser_tool(
+                &tools_config.browser,
+                &tools_config.web,
+                env.paths.state_dir().join("browser").join(id),
+                std::env::var_os("PATH")
+                    .map(|path| std::env::split_paths(&path).collect())
+                    .unwrap_or_default(),
+                Arc::new(nanocrab_web::SystemResolver),
+            )
+            .with_context(|| format!("{tools_key}.web ({})", env.config_path.display()))?;
+            tools.register_deferred(Arc::new(browser));
+        }
+        tools
+    };
+    #[cfg(not(feature = "browser"))]
+    if tools_config.browser.enable {
+        anyhow::bail!(
+            "{tools_key}.browser.enable ({}): this nanocrab was built without the browser (cargo \
+             feature `browser`)",
+            env.config_path.display()
+        );
+    }
     let memory = MemoryRetrieval {
         retriever: Arc::new(IndexRetriever {
             index,
