@@ -82,13 +82,14 @@ fn walk(
     let role = string(node, "role");
     let name = string(node, "name").trim();
     let ignored = node["ignored"].as_bool().unwrap_or(false);
-    let shown = !ignored
-        && !role.is_empty()
-        && !PIECES.contains(&role)
-        && !(STRUCTURE.contains(&role) && name.is_empty())
-        && !(role == "RootWebArea" && depth > 0)
+    let hidden = ignored
+        || role.is_empty()
+        || PIECES.contains(&role)
+        || (STRUCTURE.contains(&role) && name.is_empty())
+        || (role == "RootWebArea" && depth > 0)
         // Text already said by the element it is in.
-        && !(role == "StaticText" && (name.is_empty() || above.contains(name)));
+        || (role == "StaticText" && (name.is_empty() || above.contains(name)));
+    let shown = !hidden;
     let (child_depth, child_above) = if shown {
         let mut line = "  ".repeat(depth);
         let backend = node["backendDOMNodeId"].as_i64();
