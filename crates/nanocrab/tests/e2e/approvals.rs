@@ -164,7 +164,7 @@ fn a_bad_grant_is_a_config_error_naming_the_file_and_key() {
         run.stderr,
         format!(
             "error: tools ({}): tools.grants[1]: unknown capability `exe`; known: fs.read, \
-             fs.write, exec, net, message, spawn, schedule, memory.write, secret, mcp\n",
+             fs.write, exec, net, message, spawn, schedule, memory.write, secret, mcp, browser\n",
             home.config_path().display()
         )
     );
