@@ -11,6 +11,7 @@ mod job_schedule;
 mod load;
 mod paths;
 mod routing;
+mod transcription;
 mod types;
 mod web;
 mod write;
@@ -26,6 +27,7 @@ pub use job_schedule::{CronSpec, JobSchedule, ScheduleError, format_interval, jo
 pub use load::{Loaded, did_you_mean, load, migrate, parse};
 pub use paths::{Paths, expand_home};
 pub use routing::*;
+pub use transcription::TranscriptionConfig;
 pub use types::*;
 pub use web::{MAX_REDIRECTS, SearchProvider, WebConfig, WebFetchConfig, WebSearchConfig};
 pub use write::{WriteOutcome, json_schema, write_config_if_missing};

@@ -979,6 +979,10 @@ pub struct ToolsConfig {
     /// `web_fetch` and `web_search`: which hosts, how much, which search provider.
     #[serde(default)]
     pub web: crate::WebConfig,
+    /// Voice messages and audio files from the channels, transcribed through an
+    /// OpenAI-compatible `/v1/audio/transcriptions` endpoint (docs/channels.md, voice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcription: Option<crate::TranscriptionConfig>,
 }
 
 impl Default for ToolsConfig {
@@ -993,6 +997,7 @@ impl Default for ToolsConfig {
             defer_above: DeferAbove::default(),
             mcp_servers: BTreeMap::new(),
             web: crate::WebConfig::default(),
+            transcription: None,
         }
     }
 }
