@@ -994,6 +994,10 @@ pub struct ToolsConfig {
     /// navigations are checked like `web_fetch`'s (`tools.web.allowPrivate`).
     #[serde(default)]
     pub browser: crate::BrowserConfig,
+    /// Voice messages and audio files from the channels, transcribed through an
+    /// OpenAI-compatible `/v1/audio/transcriptions` endpoint (docs/channels.md, voice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcription: Option<crate::TranscriptionConfig>,
 }
 
 impl Default for ToolsConfig {
@@ -1009,6 +1013,7 @@ impl Default for ToolsConfig {
             mcp_servers: BTreeMap::new(),
             web: crate::WebConfig::default(),
             browser: crate::BrowserConfig::default(),
+            transcription: None,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! What the model is told of chat messages: their text with who wrote it (in groups, where
 //! several people talk), what they answer, whether they are edits, and their attachments —
 //! photos as images it can see, other files saved into the agent's workspace under `inbox/`
-//! with a line saying where.
+//! with a line saying where, voice messages and audio files with their transcript too, when
+//! there is a transcriber (`tools.transcription`). A voice message that could not be
+//! transcribed is still told of, and the chat hears why.
 
 use std::path::Path;
 
@@ -9,8 +11,11 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use nanocrab_channels::{Channel, ChannelError};
 use nanocrab_core::{ChannelInfo, UserInput};
+use nanocrab_provider::{Transcriber, TranscriptionError};
 use nanocrab_schema::{ChatType, Image, InboundMessage, Media, MediaKind, Sender};
 use nanocrab_tools::wrap_untrusted;
+
+use crate::replies::{NO_TRANSCRIBER, not_transcribed};
 
 /// The workspace folder attachments are saved into.
 const INBOX_DIR: &str = "inbox";
@@ -24,28 +29,48 @@ pub(crate) fn is_command(message: &InboundMessage) -> bool {
         && message.text.trim_start().starts_with('/')
 }
 
+/// A turn's input, and what the chat is told before the answer (a voice message that could
+/// not be transcribed, and why).
+pub(crate) struct ChatInput {
+    pub(crate) input: UserInput,
+    pub(crate) notes: Vec<String>,
+}
+
 /// The input of one turn answering `messages` (one, or several collected while the session
-/// was busy, all from one chat), fetching attachments through `channel` and saving files
-/// into `workspace`.
+/// was busy, all from one chat), fetching attachments through `channel`, saving files into
+/// `workspace` and transcribing audio through `transcriber`.
 pub(crate) async fn user_input(
     channel: &dyn Channel,
     workspace: &Path,
+    transcriber: Option<&Transcriber>,
     messages: &[InboundMessage],
-) -> UserInput {
+) -> ChatInput {
     let mut texts = Vec::with_capacity(messages.len());
     let mut images = Vec::new();
+    let mut notes = Vec::new();
     for message in messages {
         let mut text = match messages {
             [only] if is_command(only) => only.text.trim().to_owned(),
             _ => message_text(message, channel.untrusted_content()),
         };
         for media in &message.media {
-            let note = match attach(channel, workspace, message, media).await {
+            let attachment = Attachment {
+                channel,
+                workspace,
+                transcriber,
+                message,
+                media,
+            };
+            let note = match attachment.attach().await {
                 Attached::Image(image) => {
                     images.push(image);
                     continue;
                 }
                 Attached::Note(note) => note,
+                Attached::Untranscribed { note, chat } => {
+                    notes.push(chat);
+                    note
+                }
             };
             if !text.is_empty() {
                 text.push('\n');
@@ -54,7 +79,7 @@ pub(crate) async fn user_input(
         }
         texts.push(text);
     }
-    UserInput {
+    let input = UserInput {
         text: texts.join("\n\n"),
         images,
         channel: messages.first().map(|m| ChannelInfo {
@@ -66,7 +91,8 @@ pub(crate) async fn user_input(
         source: nanocrab_schema::RunSource::Chat,
         max_iterations: None,
         tools: None,
-    }
+    };
+    ChatInput { input, notes }
 }
 
 /// One message as the model reads it: a bracketed line of who wrote it (groups only), that
@@ -171,80 +197,182 @@ fn sender_name(message: &InboundMessage) -> String {
 
 enum Attached {
     Image(Image),
-    /// A line for the model: where the file was saved, or why it is missing.
+    /// A line for the model: where the file was saved, or why it is missing; with a
+    /// transcript of audio.
     Note(String),
+    /// Audio without a transcript: the line for the model, and what the chat is told.
+    Untranscribed {
+        note: String,
+        chat: String,
+    },
 }
 
-async fn attach(
-    channel: &dyn Channel,
-    workspace: &Path,
-    message: &InboundMessage,
-    media: &Media,
-) -> Attached {
-    let kind = match media.kind {
-        MediaKind::Photo => "photo",
-        MediaKind::Document => "document",
-        MediaKind::Audio => "audio file",
-        MediaKind::Voice => "voice message",
-        MediaKind::Video => "video",
-        MediaKind::Sticker => "sticker",
-    };
-    if !channel.capabilities().media {
-        return Attached::Note(format!(
-            "[a {kind} was attached; this channel cannot fetch files]"
-        ));
-    }
-    let bytes = match channel.download(media).await {
-        Ok(bytes) => bytes,
-        Err(err) => {
-            tracing::warn!(
-                channel = %message.channel,
-                chat = %message.chat_id,
-                message = %message.message_id,
-                "cannot download a {kind}: {err}"
-            );
-            let why = match err {
-                ChannelError::TooLarge { .. } => "it is too large to download",
-                ChannelError::Unsupported { .. }
-                | ChannelError::File { .. }
-                | ChannelError::Api { .. }
-                | ChannelError::Rejected { .. }
-                | ChannelError::Transport { .. }
-                | ChannelError::Unauthorized { .. } => "it could not be downloaded",
-            };
-            return Attached::Note(format!("[a {kind} was attached, but {why}]"));
+/// One attachment of a message, and what it is fetched, saved and transcribed with.
+struct Attachment<'a> {
+    channel: &'a dyn Channel,
+    workspace: &'a Path,
+    transcriber: Option<&'a Transcriber>,
+    message: &'a InboundMessage,
+    media: &'a Media,
+}
+
+impl Attachment<'_> {
+    async fn attach(&self) -> Attached {
+        let Self {
+            channel,
+            workspace,
+            transcriber,
+            message,
+            media,
+        } = self;
+        let kind = match media.kind {
+            MediaKind::Photo => "photo",
+            MediaKind::Document => "document",
+            MediaKind::Audio => "audio file",
+            MediaKind::Voice => "voice message",
+            MediaKind::Video => "video",
+            MediaKind::Sticker => "sticker",
+        };
+        let audio = match media.kind {
+            MediaKind::Audio | MediaKind::Voice => true,
+            MediaKind::Photo | MediaKind::Document | MediaKind::Video | MediaKind::Sticker => false,
+        };
+        if !channel.capabilities().media {
+            return Attached::Note(format!(
+                "[a {kind} was attached; this channel cannot fetch files]"
+            ));
         }
-    };
-    let seen_as_image = match media.kind {
-        MediaKind::Photo | MediaKind::Sticker => image_type(&bytes),
-        MediaKind::Document | MediaKind::Audio | MediaKind::Voice | MediaKind::Video => None,
-    };
-    if let Some(media_type) = seen_as_image {
-        return Attached::Image(Image {
-            media_type: media_type.to_owned(),
-            data: BASE64.encode(&bytes),
-            file: None,
-        });
-    }
-    let name = file_name(message, media);
-    let size = bytes.len();
-    match save(workspace, &name, bytes).await {
-        Ok(()) => Attached::Note(format!(
-            "[a {kind} was attached and saved as {INBOX_DIR}/{name} ({}{size} bytes)]",
-            media
-                .mime_type
-                .as_deref()
-                .map(|mime| format!("{mime}, "))
-                .unwrap_or_default()
-        )),
-        Err(err) => {
-            tracing::warn!(
-                "cannot save an attachment into {}: {err}",
-                workspace.join(INBOX_DIR).display()
-            );
-            Attached::Note(format!(
-                "[a {kind} was attached, but it could not be saved]"
-            ))
+        let bytes = match channel.download(media).await {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                tracing::warn!(
+                    channel = %message.channel,
+                    chat = %message.chat_id,
+                    message = %message.message_id,
+                    "cannot download a {kind}: {err}"
+                );
+                let why = match err {
+                    ChannelError::TooLarge { .. } => "it is too large to download",
+                    ChannelError::Unsupported { .. }
+                    | ChannelError::File { .. }
+                    | ChannelError::Api { .. }
+                    | ChannelError::Rejected { .. }
+                    | ChannelError::Transport { .. }
+                    | ChannelError::Unauthorized { .. } => "it could not be downloaded",
+                };
+                return Attached::Note(format!("[a {kind} was attached, but {why}]"));
+            }
+        };
+        let seen_as_image = match media.kind {
+            MediaKind::Photo | MediaKind::Sticker => image_type(&bytes),
+            MediaKind::Document | MediaKind::Audio | MediaKind::Voice | MediaKind::Video => None,
+        };
+        if let Some(media_type) = seen_as_image {
+            return Attached::Image(Image {
+                media_type: media_type.to_owned(),
+                data: BASE64.encode(&bytes),
+                file: None,
+            });
+        }
+        let name = file_name(message, media);
+        let size = bytes.len();
+        // Audio is kept for the transcriber as well as saved.
+        let kept = audio.then(|| bytes.clone());
+        let saved = match save(workspace, &name, bytes).await {
+            Ok(()) => Some(format!(
+                "saved as {INBOX_DIR}/{name} ({}{size} bytes)",
+                media
+                    .mime_type
+                    .as_deref()
+                    .map(|mime| format!("{mime}, "))
+                    .unwrap_or_default()
+            )),
+            Err(err) => {
+                tracing::warn!(
+                    "cannot save an attachment into {}: {err}",
+                    workspace.join(INBOX_DIR).display()
+                );
+                None
+            }
+        };
+        let Some(bytes) = kept else {
+            return Attached::Note(match saved {
+                Some(saved) => format!("[a {kind} was attached and {saved}]"),
+                None => format!("[a {kind} was attached, but it could not be saved]"),
+            });
+        };
+        let saved = saved.unwrap_or_else(|| "not saved (it could not be written)".to_owned());
+        let Some(transcriber) = transcriber else {
+            return Attached::Untranscribed {
+                note: format!(
+                    "[a {kind} was attached ({saved}); it was not transcribed: no transcriber is configured]"
+                ),
+                chat: NO_TRANSCRIBER.to_owned(),
+            };
+        };
+        let transcript = transcriber
+            .transcribe(&name, media.mime_type.as_deref(), bytes)
+            .await;
+        match transcript {
+            Ok(text) => {
+                let text = if text.is_empty() {
+                    "(no speech heard)".to_owned()
+                } else {
+                    text
+                };
+                // The sender's own voice is as trusted as their text; an audio file, or a
+                // voice message forwarded or from a channel nobody vouches for, is someone
+                // else's words.
+                let own_words = matches!(media.kind, MediaKind::Voice)
+                    && message.forwarded_from.is_none()
+                    && message.via_bot.is_none()
+                    && !channel.untrusted_content();
+                let head = format!("[{kind}, transcript; audio {saved}]");
+                if own_words {
+                    Attached::Note(format!("{head}\n{text}"))
+                } else {
+                    let source = format!("transcript of the {kind}");
+                    Attached::Note(format!("{head}\n{}", wrap_untrusted(&source, &text)))
+                }
+            }
+            Err(err) => {
+                tracing::warn!(
+                    channel = %message.channel,
+                    chat = %message.chat_id,
+                    message = %message.message_id,
+                    "cannot transcribe a {kind} ({}): {err}",
+                    transcriber.describe()
+                );
+                let why = match err {
+                    TranscriptionError::TooLarge { .. }
+                    | TranscriptionError::TooLargeForEndpoint { .. } => {
+                        "it is too long to transcribe"
+                    }
+                    TranscriptionError::Unauthorized { .. } => {
+                        "the transcription service refused nanocrab's API key"
+                    }
+                    TranscriptionError::RateLimited { .. } => {
+                        "the transcription service is rate-limiting; try again in a minute"
+                    }
+                    TranscriptionError::ServerError { .. }
+                    | TranscriptionError::BadAnswer { .. } => "the transcription service failed",
+                    TranscriptionError::Rejected { .. } => {
+                        "the transcription service did not take this audio"
+                    }
+                    TranscriptionError::Connect { .. } => {
+                        "the transcription service could not be reached"
+                    }
+                    TranscriptionError::Config { .. } | TranscriptionError::Client { .. } => {
+                        "the transcriber is not set up right"
+                    }
+                };
+                Attached::Untranscribed {
+                    note: format!(
+                        "[a {kind} was attached ({saved}); it could not be transcribed: {why}]"
+                    ),
+                    chat: not_transcribed(kind, why),
+                }
+            }
         }
     }
 }

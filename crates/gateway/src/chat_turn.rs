@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nanocrab_channels::Channel;
+use nanocrab_provider::Transcriber;
 use nanocrab_schema::{AgentEvent, InstructionsChange, SessionKey, TraceId};
 
 use crate::approvals::Approvals;
 use crate::bus::{EventKind, OutboundBus, OutboundEvent, Outgoing};
-use crate::chat_input::user_input;
+use crate::chat_input::{ChatInput, user_input};
 use crate::gateway_agent::GatewayAgent;
 use crate::journal::{Journal, JournalEntry};
 use crate::replies::{APOLOGY, answer_to};
@@ -33,6 +34,8 @@ pub(crate) struct ChatTurns {
     pub(crate) approvals: Arc<Approvals>,
     /// The `message` tool's chats: this turn's is the one it answers.
     pub(crate) messages: TurnMessages,
+    /// Voice messages and audio files into text (`tools.transcription`), when configured.
+    pub(crate) transcriber: Option<Arc<Transcriber>>,
 }
 
 impl ChatTurns {
@@ -82,7 +85,20 @@ impl ChatTurns {
         // Said in the chat, so the person there sees a standing instruction change as it does.
         let changes = std::sync::Mutex::new(Vec::new());
         let turn = async {
-            let mut input = user_input(channel.as_ref(), &agent.workspace, &messages).await;
+            let ChatInput { mut input, notes } = user_input(
+                channel.as_ref(),
+                &agent.workspace,
+                self.transcriber.as_deref(),
+                &messages,
+            )
+            .await;
+            // Said before the answer: what the turn could not hear.
+            for note in notes {
+                self.bus.publish(OutboundEvent::Message(Outgoing::answer(
+                    answer_to(message, note),
+                    Vec::new(),
+                )));
+            }
             input.trace_id = Some(trace);
             let watched = self.bus.wants(EventKind::Turn);
             let mut on_event = |event: AgentEvent| {

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use nanocrab_channels::{Channel, inbound_queue};
 use nanocrab_config::{CatchUp, Config, DEFAULT_AGENT_ID};
+use nanocrab_provider::Transcriber;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -106,7 +107,8 @@ impl Gateway {
     /// approver the agents were built with, on the same `bus`: the gateway asks its questions
     /// in the chats and takes the answers. `messages` is what the agents' `message` tool was
     /// given, on the same `bus`: the gateway tells it each turn's chat and leaves out a final
-    /// reply the tool already sent.
+    /// reply the tool already sent. `transcriber` turns the channels' voice messages and audio
+    /// files into text (`tools.transcription`); without one, the chat is told it is missing.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: &Config,
@@ -117,6 +119,7 @@ impl Gateway {
         approvals: Arc<Approvals>,
         messages: TurnMessages,
         bus: OutboundBus,
+        transcriber: Option<Transcriber>,
     ) -> Result<Self, GatewayError> {
         let needed = std::iter::once((DEFAULT_AGENT_ID, "the default route".to_owned())).chain(
             config
@@ -181,6 +184,7 @@ impl Gateway {
             status: Arc::clone(&status),
             approvals: Arc::clone(&approvals),
             messages: messages.clone(),
+            transcriber: transcriber.map(Arc::new),
         };
         let mut beats = BTreeMap::new();
         for (id, agent) in &agents {

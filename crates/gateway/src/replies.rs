@@ -16,6 +16,18 @@ pub(crate) const BUSY: &str = "I'm still working on your earlier messages and ca
 pub(crate) const NOT_STORED: &str =
     "Sorry, I can't take messages right now. Please send this again in a moment.";
 
+/// What a sender of a voice message or audio file is told when there is no transcriber: the
+/// turn goes on, knowing only that it arrived.
+pub(crate) const NO_TRANSCRIBER: &str = "I got your voice message, but I can't listen to audio: no transcription is set up. Set `tools.transcription` in config.json to an OpenAI-compatible speech-to-text endpoint (OpenAI, Groq or a local server); see \"Voice messages\" in docs/channels.md. Until then, please write.";
+
+/// What a sender is told when their `kind` (voice message, audio file) could not be
+/// transcribed, and `why` in a few words (never the error itself).
+pub(crate) fn not_transcribed(kind: &str, why: &str) -> String {
+    format!(
+        "I got your {kind}, but couldn't transcribe it: {why}. If it matters, please send it again or write it."
+    )
+}
+
 /// `text` as an answer to `message`: into its chat and thread, and in a group, where several
 /// conversations interleave, as a reply to it.
 pub(crate) fn answer_to(message: &InboundMessage, text: String) -> OutboundMessage {

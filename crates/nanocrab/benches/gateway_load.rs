@@ -1,7 +1,9 @@
 //! The gateway's memory at rest and under load: `nanocrab gateway` between the fake Telegram
-//! Bot API and the echoing mock LLM, both in this process on 127.0.0.1.
+//! Bot API (and, with `--channels`, the fake Discord and Slack too) and the echoing mock LLM,
+//! all in this process on 127.0.0.1.
 //!
 //!     cargo bench -p nanocrab --bench gateway_load [-- --json] [-- --gateway BIN]
+//!     cargo bench -p nanocrab --bench gateway_load -- --channels telegram,discord,slack
 //!     python3 scripts/bench.py --gateway   (the release binary, as shipped)
 //!
 //! It onboards a throwaway `NANOCRAB_HOME`, starts the gateway with a clean environment and
@@ -17,13 +19,18 @@
 //! `save_memory`, so every consolidation would fail (and be tried again once more than half a
 //! window of messages has come). `--consolidate` leaves the default on, to see that.
 //!
+//! `--channels telegram,discord,slack` (default `telegram`) runs those channels together, each
+//! against its fake (Discord: the gateway WebSocket and REST; Slack: Socket Mode and the Web
+//! API), and spreads the same chats over them in turn: chat 0 on the first, chat 1 on the
+//! second, and so on. The figures are for all of them together.
+//!
 //! `--rounds N` has N rounds of new chats talk to the same gateway one after the other: what
 //! the gateway keeps of a finished conversation adds up round after round, while the memory a
 //! long conversation's turns need does not.
 //!
 //! Options: `--gateway BIN` (default: the `nanocrab` cargo built for this bench), `--chats N`,
 //! `--per-chat N`, `--rounds N`, `--idle SECONDS` (default 3), `--burst`, `--consolidate`,
-//! `--json`.
+//! `--channels LIST`, `--json`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashSet;
@@ -36,11 +43,14 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::clean_command;
+use nanocrab_testkit::discord::{self as dc, FakeDiscord};
+use nanocrab_testkit::slack::{self as sl, FakeSlack};
 use nanocrab_testkit::telegram::{self, FakeTelegram};
 use nanocrab_testkit::{MockLlm, Reply};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "123456:bench-token";
+const DISCORD_TOKEN: &str = "MTAxOTg.bench-token";
 /// Chat ids start above this, clear of the recorded fixtures' ids.
 const FIRST_CHAT: i64 = 7_000_000;
 /// No answer for this long means something is stuck; the run fails with the gateway's log.
@@ -54,7 +64,27 @@ struct Options {
     rounds: usize,
     burst: bool,
     consolidate: bool,
+    /// The chats are spread over these in turn.
+    channels: Vec<Platform>,
     json: bool,
+}
+
+/// A chat platform the bench talks through, each against its fake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Platform {
+    Telegram,
+    Discord,
+    Slack,
+}
+
+impl Platform {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Telegram => "telegram",
+            Self::Discord => "discord",
+            Self::Slack => "slack",
+        }
+    }
 }
 
 fn options() -> Options {
@@ -66,6 +96,7 @@ fn options() -> Options {
         rounds: 1,
         burst: false,
         consolidate: false,
+        channels: vec![Platform::Telegram],
         json: false,
     };
     let mut args = std::env::args().skip(1);
@@ -82,6 +113,20 @@ fn options() -> Options {
             "--rounds" => options.rounds = value().parse().expect("--rounds N"),
             "--burst" => options.burst = true,
             "--consolidate" => options.consolidate = true,
+            "--channels" => {
+                options.channels = value()
+                    .split(',')
+                    .map(|name| match name.trim() {
+                        "telegram" => Platform::Telegram,
+                        "discord" => Platform::Discord,
+                        "slack" => Platform::Slack,
+                        other => fail(&format!(
+                            "--channels: no channel {other:?} (telegram, discord, slack)"
+                        )),
+                    })
+                    .collect();
+                options.channels.dedup();
+            }
             "--json" => options.json = true,
             // `cargo bench` passes `--bench` to every bench binary.
             "--bench" => {}
@@ -89,6 +134,10 @@ fn options() -> Options {
         }
     }
     assert!(options.chats > 0 && options.per_chat > 0 && options.rounds > 0);
+    assert!(
+        !options.channels.is_empty(),
+        "--channels needs one at least"
+    );
     options
 }
 
@@ -258,9 +307,9 @@ impl Drop for Gateway {
     }
 }
 
-/// Onboards `dir/home` as a new user would, then points the model at the mock and the
-/// Telegram channel at the fake, open to any direct message.
-fn prepare_home(options: &Options, dir: &Path, mock: &MockLlm, fake: &FakeTelegram) {
+/// Onboards `dir/home` as a new user would, then points the model at the mock and each
+/// channel at its fake, open to any direct message.
+fn prepare_home(options: &Options, dir: &Path, mock: &MockLlm, fakes: &Fakes) {
     let onboard = clean_command(&options.gateway, dir)
         // A model named: with none and no key, onboard would fetch the local model.
         .args(["onboard", "--model", "openai/bench-model"])
@@ -277,14 +326,35 @@ fn prepare_home(options: &Options, dir: &Path, mock: &MockLlm, fake: &FakeTelegr
     let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     config["agents"]["defaults"]["model"] = json!("openai/bench-model");
     config["providers"] = json!({"openai": {"apiKey": "bench-key", "apiBase": mock.openai_base()}});
-    config["channels"] = json!({"telegram": {
-        "token": TOKEN,
-        "apiBase": fake.api_base(),
-        // Telegram's default long poll: what an idle gateway really waits on.
-        "pollTimeout": 30,
-        "dmPolicy": "open",
-        "allowFrom": [],
-    }});
+    config["channels"] = json!({});
+    if let Some(fake) = &fakes.telegram {
+        config["channels"]["telegram"] = json!({
+            "token": TOKEN,
+            "apiBase": fake.api_base(),
+            // Telegram's default long poll: what an idle gateway really waits on.
+            "pollTimeout": 30,
+            "dmPolicy": "open",
+            "allowFrom": [],
+        });
+    }
+    if let Some((fake, _)) = &fakes.discord {
+        config["channels"]["discord"] = json!({
+            "token": DISCORD_TOKEN,
+            "apiBase": fake.api_base(),
+            "gatewayUrl": fake.gateway_url(),
+            "dmPolicy": "open",
+            "allowFrom": [],
+        });
+    }
+    if let Some(fake) = &fakes.slack {
+        config["channels"]["slack"] = json!({
+            "botToken": fake.bot_token(),
+            "appToken": fake.app_token(),
+            "apiBase": fake.api_base(),
+            "dmPolicy": "open",
+            "allowFrom": [],
+        });
+    }
     config["gateway"] = json!({"port": 0});
     if !options.consolidate {
         config["memory"]["consolidateAfter"] = json!(0);
@@ -304,14 +374,105 @@ fn text_of(chat: usize, number: usize) -> String {
     format!("chat {} says message {number}", chat_id(chat))
 }
 
-/// Message `number` (from 1) of `chat`: its own sender, chat and message id, since the gateway
-/// drops a second delivery of the same chat and message id.
-fn update(chat: usize, number: usize) -> Value {
-    let mut update = telegram::private_text(&text_of(chat, number));
-    update["message"]["from"]["id"] = json!(chat_id(chat));
-    update["message"]["chat"]["id"] = json!(chat_id(chat));
-    update["message"]["message_id"] = json!(number);
-    update
+/// The fakes of the platforms the run talks through; Discord's serves from a runtime of its
+/// own (Telegram's and Slack's run on threads of their own).
+struct Fakes {
+    channels: Vec<Platform>,
+    telegram: Option<FakeTelegram>,
+    discord: Option<(FakeDiscord, tokio::runtime::Runtime)>,
+    slack: Option<FakeSlack>,
+    /// Answers read so far, per platform.
+    seen: [usize; 3],
+}
+
+impl Fakes {
+    fn start(channels: &[Platform]) -> Self {
+        let discord = channels.contains(&Platform::Discord).then(|| {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            (runtime.block_on(FakeDiscord::start(DISCORD_TOKEN)), runtime)
+        });
+        Self {
+            channels: channels.to_vec(),
+            telegram: channels
+                .contains(&Platform::Telegram)
+                .then(|| FakeTelegram::spawn(TOKEN)),
+            discord,
+            slack: channels.contains(&Platform::Slack).then(FakeSlack::spawn),
+            seen: [0; 3],
+        }
+    }
+
+    fn platform_of(&self, chat: usize) -> Platform {
+        self.channels[chat % self.channels.len()]
+    }
+
+    /// Message `number` (from 1) of `chat`, through its platform: its own sender, chat and
+    /// message id, since the gateway drops a second delivery of the same chat and message id.
+    fn push(&self, chat: usize, number: usize) {
+        let text = text_of(chat, number);
+        match self.platform_of(chat) {
+            Platform::Telegram => {
+                let mut update = telegram::private_text(&text);
+                update["message"]["from"]["id"] = json!(chat_id(chat));
+                update["message"]["chat"]["id"] = json!(chat_id(chat));
+                update["message"]["message_id"] = json!(number);
+                self.telegram.as_ref().unwrap().push_update(update);
+            }
+            Platform::Discord => {
+                let mut message = dc::dm(&text);
+                message["id"] =
+                    json!((chat_id(chat) as u64 * 1_000_000 + number as u64).to_string());
+                message["channel_id"] = json!(chat_id(chat).to_string());
+                message["author"]["id"] = json!((chat_id(chat) + 1_000_000_000).to_string());
+                self.discord
+                    .as_ref()
+                    .unwrap()
+                    .0
+                    .push_message_create(message);
+            }
+            Platform::Slack => {
+                let fake = self.slack.as_ref().unwrap();
+                let mut frame = sl::dm_message(fake, &text);
+                frame["payload"]["event"]["channel"] = json!(format!("D{}", chat_id(chat)));
+                frame["payload"]["event"]["user"] = json!(format!("U{}", chat_id(chat)));
+                fake.push_envelope(frame);
+            }
+        }
+    }
+
+    /// The answers sent since the last call, as (platform, chat id as sent, text).
+    fn fresh_answers(&mut self) -> Vec<(Platform, String, String)> {
+        let mut fresh = Vec::new();
+        if let Some(fake) = &self.telegram {
+            let sent = fake.sent_messages_after(self.seen[0]);
+            self.seen[0] += sent.len();
+            fresh.extend(
+                sent.into_iter()
+                    .map(|m| (Platform::Telegram, m.chat_id, m.text)),
+            );
+        }
+        if let Some((fake, _)) = &self.discord {
+            let sent = fake.sent_messages_after(self.seen[1]);
+            self.seen[1] += sent.len();
+            fresh.extend(
+                sent.into_iter()
+                    .map(|m| (Platform::Discord, m.channel_id, m.content)),
+            );
+        }
+        if let Some(fake) = &self.slack {
+            let sent = fake.posted_after(self.seen[2]);
+            self.seen[2] += sent.len();
+            fresh.extend(sent.into_iter().map(|m| {
+                let chat = m.channel.trim_start_matches('D').to_owned();
+                (Platform::Slack, chat, m.text)
+            }));
+        }
+        fresh
+    }
 }
 
 /// `GET path` on the gateway's own HTTP server, as JSON.
@@ -368,11 +529,11 @@ fn main() {
     let options = options();
     let per_round = options.chats * options.per_chat;
     let total = per_round * options.rounds;
-    let fake = FakeTelegram::spawn(TOKEN);
+    let mut fakes = Fakes::start(&options.channels);
     let mock = MockLlm::spawn();
     mock.set_fallback(Reply::echo());
     let dir = tempfile::tempdir().unwrap();
-    prepare_home(&options, dir.path(), &mock, &fake);
+    prepare_home(&options, dir.path(), &mock, &fakes);
 
     let mut gateway = Gateway::spawn(&options.gateway, dir.path());
     let (addr, cold_start) = gateway.wait_listening();
@@ -396,19 +557,19 @@ fn main() {
         if options.burst {
             for number in 1..=options.per_chat {
                 for chat in chats.clone() {
-                    fake.push_update(update(chat, number));
+                    fakes.push(chat, number);
                 }
             }
         } else {
             for chat in chats.clone() {
-                fake.push_update(update(chat, 1));
+                fakes.push(chat, 1);
                 pushed_at[chat] = Instant::now();
             }
         }
         let goal = (round + 1) * per_round;
         let mut last_progress = Instant::now();
         while seen < goal {
-            let fresh = fake.sent_messages_after(seen);
+            let fresh = fakes.fresh_answers();
             if fresh.is_empty() {
                 if last_progress.elapsed() > PATIENCE {
                     gateway.die(&format!(
@@ -422,29 +583,31 @@ fn main() {
                 continue;
             }
             last_progress = Instant::now();
-            for answer in fresh {
+            for (platform, chat_id, text) in fresh {
                 seen += 1;
-                let chat = answer
-                    .chat_id
+                let chat = chat_id
                     .parse::<i64>()
                     .ok()
                     .and_then(|id| usize::try_from(id - FIRST_CHAT - 1).ok())
-                    .filter(|chat| chats.contains(chat))
+                    .filter(|chat| chats.contains(chat) && fakes.platform_of(*chat) == platform)
                     .unwrap_or_else(|| {
-                        gateway.die(&format!("an answer to a stranger: {answer:?}"))
+                        gateway.die(&format!(
+                            "an answer to a stranger: {} chat {chat_id}: {text:?}",
+                            platform.name()
+                        ))
                     });
                 let expected = format!("echo: {}", text_of(chat, next[chat]));
-                if answer.text != expected {
+                if text != expected {
                     gateway.die(&format!(
-                        "answer {seen} in chat {}: {:?}, expected {expected:?}",
-                        answer.chat_id, answer.text
+                        "answer {seen} in {} chat {chat_id}: {text:?}, expected {expected:?}",
+                        platform.name()
                     ));
                 }
                 next[chat] += 1;
                 if !options.burst {
                     latencies.push(pushed_at[chat].elapsed());
                     if next[chat] <= options.per_chat {
-                        fake.push_update(update(chat, next[chat]));
+                        fakes.push(chat, next[chat]);
                         pushed_at[chat] = Instant::now();
                     }
                 }
@@ -463,7 +626,7 @@ fn main() {
     std::thread::sleep(options.idle);
     let settled = sample(gateway.pid());
     // Anything more than asked for would show up now.
-    let extra = fake.sent_messages_after(seen).len();
+    let extra = fakes.fresh_answers().len();
 
     let (code, shutdown, log) = gateway.terminate();
     let unfinished = unfinished_in_journal(&dir.path().join("home"));
@@ -480,6 +643,7 @@ fn main() {
     };
     let figures = json!({
         "mode": if options.burst { "burst" } else { "paced" },
+        "channels": options.channels.iter().map(|c| c.name()).collect::<Vec<_>>(),
         "consolidation": options.consolidate,
         "chats": options.chats,
         "messagesPerChat": options.per_chat,
@@ -518,10 +682,12 @@ fn main() {
             1 => String::new(),
             n => format!(", {n} rounds of new chats"),
         };
+        let channels: Vec<&str> = options.channels.iter().map(|c| c.name()).collect();
         println!(
-            "nanocrab gateway, {} chats × {} messages ({mode}){rounds}, {}",
+            "nanocrab gateway, {} chats × {} messages ({mode}){rounds}, on {}, {}",
             options.chats,
             options.per_chat,
+            channels.join(" + "),
             options.gateway.display()
         );
         println!("  cold start to `listening`  {:8.1} ms", ms(cold_start));

@@ -1,7 +1,8 @@
 //! LLM providers: one trait, one adapter per wire protocol (Anthropic Messages, OpenAI Chat
 //! Completions for OpenAI and every compatible server, OpenAI Responses, Gemini), a
 //! data-driven registry of known providers and their models' quirks, retries, failover, and
-//! tolerant parsing of what comes back.
+//! tolerant parsing of what comes back; and speech to text through an OpenAI-compatible
+//! transcription endpoint (`Transcriber`).
 
 mod anthropic;
 mod check;
@@ -22,6 +23,7 @@ mod responses;
 mod starter;
 mod text_part;
 mod think;
+mod transcription;
 
 pub use check::check_config;
 pub use error::ProviderError;
@@ -40,6 +42,7 @@ pub use resolve::{
     split_model,
 };
 pub use starter::{KeyedProvider, keyed_provider};
+pub use transcription::{Transcriber, TranscriptionError};
 
 /// Replays a recorded response body through an adapter's stream parser, exactly as a live
 /// response is read. For tests of recorded fixtures.

@@ -462,6 +462,12 @@ impl FakeDiscord {
         self.state().sent.clone()
     }
 
+    /// The messages created after the first `seen`, in order: a caller polling for answers
+    /// through thousands of them copies only what is new.
+    pub fn sent_messages_after(&self, seen: usize) -> Vec<SentMessage> {
+        self.state().sent.get(seen..).unwrap_or_default().to_vec()
+    }
+
     fn state(&self) -> MutexGuard<'_, FakeState> {
         self.shared
             .state

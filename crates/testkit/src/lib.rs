@@ -53,6 +53,9 @@
 //! - [`Reply::echo`] answers `echo: <the last user message>`: as the fallback, it lets
 //!   concurrent conversations each get their own answer; [`MockLlm::peak_concurrency`] tells
 //!   how many requests were open at once.
+//! - `POST /v1/audio/transcriptions` reads the multipart upload, records it apart
+//!   ([`MockLlm::transcription_requests`]) and answers from its own script
+//!   ([`MockLlm::push_transcription`]: a [`Transcription`] text or error).
 //! - An empty script answers HTTP 500 `mock LLM: no scripted reply left for request N`, so a
 //!   test fails at once instead of hanging; every request is recorded all the same.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test infrastructure: a panic is the report
@@ -75,6 +78,7 @@ mod reply;
 mod server;
 pub mod slack;
 pub mod telegram;
+mod transcription;
 pub mod web;
 
 pub use discord::FakeDiscord;
@@ -87,4 +91,5 @@ pub use reply::{ApiError, Part, Reply};
 pub use server::{EMBEDDING_DIMENSIONS, MockLlm, RecordedRequest};
 pub use slack::FakeSlack;
 pub use telegram::FakeTelegram;
+pub use transcription::{Transcription, TranscriptionRequest, VOICE_NOTE_OGG};
 pub use web::{FakeWeb, WebRequest};

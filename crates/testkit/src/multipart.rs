@@ -1,10 +1,12 @@
-//! `multipart/form-data` bodies as the fakes of chat platforms take files (a Telegram
-//! `sendDocument`, a Discord message with attachments).
+//! `multipart/form-data` bodies as the fakes take files (a Telegram `sendDocument`, a Discord
+//! message with attachments, audio sent to the mock's transcription endpoint).
 
 /// One part of a `multipart/form-data` body.
 pub(crate) struct Part {
     pub name: String,
     pub file_name: Option<String>,
+    /// The part's own `Content-Type`, when it has one (a file's).
+    pub content_type: Option<String>,
     pub bytes: Vec<u8>,
 }
 
@@ -49,10 +51,16 @@ pub(crate) fn multipart_parts(body: &[u8], boundary: &str) -> Vec<Part> {
                         .replace("\\\\", "\\")
                 })
         };
+        let content_type = head.lines().find_map(|line| {
+            line.split_once(':')
+                .filter(|(key, _)| key.trim().eq_ignore_ascii_case("content-type"))
+                .map(|(_, value)| value.trim().to_owned())
+        });
         if let Some(name) = attribute("name=") {
             parts.push(Part {
                 name,
                 file_name: attribute("filename="),
+                content_type,
                 bytes,
             });
         }

@@ -17,6 +17,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::reply::{Endpoint, Reply};
+use crate::transcription::{Transcription, TranscriptionRequest};
 
 /// One request the mock received.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +37,9 @@ struct Script {
     /// Answers every request once the queue is empty (benchmarks).
     fallback: Mutex<Option<Reply>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// `/v1/audio/transcriptions`: its own script and record.
+    transcriptions: Mutex<VecDeque<Transcription>>,
+    transcription_requests: Mutex<Vec<TranscriptionRequest>>,
     /// Model requests being answered now, and the most there ever were at once.
     in_flight: AtomicUsize,
     peak_in_flight: AtomicUsize,
@@ -60,7 +64,9 @@ impl Drop for InFlight<'_> {
 
 /// A mock LLM on 127.0.0.1 speaking Anthropic Messages (`POST /v1/messages`), OpenAI Chat
 /// Completions (`POST /v1/chat/completions`), the OpenAI Responses API (`POST /v1/responses`)
-/// and Gemini (`POST /v1beta/models/{model}:generateContent` or `:streamGenerateContent`).
+/// and Gemini (`POST /v1beta/models/{model}:generateContent` or `:streamGenerateContent`),
+/// with OpenAI's embeddings (`POST /v1/embeddings`) and transcriptions
+/// (`POST /v1/audio/transcriptions`, scripted by [`MockLlm::push_transcription`]).
 /// Clones share the same server; it stops when the last clone is dropped.
 #[derive(Clone)]
 pub struct MockLlm {
@@ -168,6 +174,17 @@ impl MockLlm {
         self.script.peak_in_flight.load(Ordering::SeqCst)
     }
 
+    /// Queues the answer to the next upload to `POST /v1/audio/transcriptions`.
+    pub fn push_transcription(&self, reply: Transcription) {
+        lock(&self.script.transcriptions).push_back(reply);
+    }
+
+    /// Every upload to `POST /v1/audio/transcriptions` so far, in order (not among
+    /// [`MockLlm::requests`]).
+    pub fn transcription_requests(&self) -> Vec<TranscriptionRequest> {
+        lock(&self.script.transcription_requests).clone()
+    }
+
     /// How many queued replies have not been used yet.
     pub fn pending(&self) -> usize {
         lock(&self.script.replies).len()
@@ -186,6 +203,15 @@ async fn answer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if (&method, uri.path()) == (&Method::POST, "/v1/audio/transcriptions") {
+        let upload = crate::transcription::read_upload(&headers, &body);
+        let next = lock(&script.transcriptions).pop_front();
+        let response = crate::transcription::answer(upload.as_ref(), next);
+        if let Ok(upload) = upload {
+            lock(&script.transcription_requests).push(upload);
+        }
+        return response;
+    }
     let body = if body.is_empty() {
         Value::Null
     } else {

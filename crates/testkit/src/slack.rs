@@ -345,6 +345,16 @@ impl FakeSlack {
         lock(&self.shared.state).posted.clone()
     }
 
+    /// The messages posted after the first `seen`, in order: a caller polling for answers
+    /// through thousands of them copies only what is new.
+    pub fn posted_after(&self, seen: usize) -> Vec<Posted> {
+        lock(&self.shared.state)
+            .posted
+            .get(seen..)
+            .unwrap_or_default()
+            .to_vec()
+    }
+
     /// The files shared, in order.
     pub fn uploads(&self) -> Vec<Uploaded> {
         lock(&self.shared.state).uploads.clone()

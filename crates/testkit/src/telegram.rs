@@ -996,6 +996,30 @@ pub fn private_photo(caption: &str) -> Value {
     json!({"message": message})
 }
 
+/// An update: a private voice note of `size` bytes lasting `duration` seconds, file
+/// `file_id`, in the chat of [`private_text`]. The recorded updates hold no voice note: this
+/// is the recorded private message with its text replaced by the `voice` object of the Bot
+/// API's documentation (`file_id`, `file_unique_id`, `duration`, `mime_type`, `file_size`).
+pub fn private_voice(file_id: &str, duration: u64, size: u64) -> Value {
+    let mut message = private_text("")["message"].clone();
+    if let Some(fields) = message.as_object_mut() {
+        for text_only in ["text", "entities", "link_preview_options"] {
+            fields.remove(text_only);
+        }
+        fields.insert(
+            "voice".to_owned(),
+            json!({
+                "file_id": file_id,
+                "file_unique_id": format!("unique-{file_id}"),
+                "duration": duration,
+                "mime_type": "audio/ogg",
+                "file_size": size,
+            }),
+        );
+    }
+    json!({"message": message})
+}
+
 /// A person other than the private chat's: the sender of the recorded
 /// `message-photo-caption-entities.json`.
 pub fn someone_else() -> Value {

@@ -3,7 +3,7 @@
 use nanocrab_config::EditedMessages;
 use nanocrab_schema::{ChatType, InboundMessage, Media, MediaKind, ReplyTo, Sender};
 use twilight_model::channel::Message;
-use twilight_model::channel::message::MessageType;
+use twilight_model::channel::message::{MessageFlags, MessageType};
 use twilight_model::id::Id;
 use twilight_model::id::marker::UserMarker;
 
@@ -55,6 +55,11 @@ pub(crate) fn normalize(
             EditedMessages::Respond => {}
         }
     }
+    // A voice message (recorded in the app) is flagged, and its one attachment carries the
+    // recording's length and waveform.
+    let voice_message = message
+        .flags
+        .is_some_and(|flags| flags.contains(MessageFlags::IS_VOICE_MESSAGE));
     let media: Vec<Media> = message
         .attachments
         .iter()
@@ -64,9 +69,12 @@ pub(crate) fn normalize(
                 .as_deref()
                 .and_then(|mime| mime.split('/').next())
                 .unwrap_or_default();
+            let recorded = voice_message
+                || attachment.duration_secs.is_some() && attachment.waveform.is_some();
             Media {
                 kind: match family {
                     "image" => MediaKind::Photo,
+                    "audio" if recorded => MediaKind::Voice,
                     "audio" => MediaKind::Audio,
                     "video" => MediaKind::Video,
                     _ => MediaKind::Document,
@@ -285,5 +293,46 @@ mod tests {
                 size: Some(1234),
             }]
         );
+    }
+
+    #[test]
+    fn a_voice_message_is_voice_and_an_audio_file_is_audio() {
+        // Discord's voice message: flag IS_VOICE_MESSAGE (1 << 13), one Ogg/Opus attachment
+        // with its length and waveform.
+        let mut voice = fixture("docs-example-message.json");
+        voice["content"] = json!("");
+        voice["flags"] = json!(1 << 13);
+        voice["attachments"] = json!([{
+            "id": "2", "filename": "voice-message.ogg", "size": 5120,
+            "content_type": "audio/ogg", "duration_secs": 2.5, "waveform": "AAAA/w==",
+            "url": "https://cdn.discordapp.com/attachments/1/2/voice-message.ogg",
+            "proxy_url": "https://media.discordapp.net/attachments/1/2/voice-message.ogg",
+        }]);
+        let Normalized::Deliver(message) = run(voice.clone(), false, EditedMessages::Ignore) else {
+            panic!("not delivered");
+        };
+        assert_eq!(
+            message.media,
+            vec![Media {
+                kind: MediaKind::Voice,
+                file_id: "https://cdn.discordapp.com/attachments/1/2/voice-message.ogg".to_owned(),
+                mime_type: Some("audio/ogg".to_owned()),
+                file_name: Some("voice-message.ogg".to_owned()),
+                size: Some(5120),
+            }]
+        );
+        // An uploaded song: no flag, no waveform.
+        let mut song = voice;
+        song["flags"] = json!(0);
+        song["attachments"][0]["filename"] = json!("song.mp3");
+        song["attachments"][0]["content_type"] = json!("audio/mpeg");
+        song["attachments"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("waveform");
+        let Normalized::Deliver(message) = run(song, false, EditedMessages::Ignore) else {
+            panic!("not delivered");
+        };
+        assert_eq!(message.media[0].kind, MediaKind::Audio);
     }
 }

@@ -144,7 +144,9 @@ fn seconds(ts: &str) -> i64 {
 
 fn media(file: &FileObject) -> Media {
     let mime = file.mimetype.as_deref().unwrap_or_default();
+    // A clip recorded in Slack is a voice message, whatever container it came in.
     let kind = match mime.split('/').next() {
+        _ if file.subtype.as_deref() == Some("slack_audio") => MediaKind::Voice,
         Some("image") => MediaKind::Photo,
         Some("audio") => MediaKind::Audio,
         Some("video") => MediaKind::Video,
@@ -257,5 +259,33 @@ mod tests {
         let inside = Readable::of("hi <@UBOT> and 1 &lt; 2 <unclosed", "UBOT");
         assert_eq!(inside.text, "hi @UBOT and 1 < 2 <unclosed");
         assert!(inside.bot);
+    }
+
+    #[test]
+    fn an_audio_clip_recorded_in_slack_is_voice_and_an_uploaded_one_audio() {
+        let file = |subtype: Option<&str>, mime: &str| FileObject {
+            id: "F1".to_owned(),
+            name: Some("audio_message.m4a".to_owned()),
+            mimetype: Some(mime.to_owned()),
+            subtype: subtype.map(str::to_owned),
+            size: Some(2048),
+            url_private_download: None,
+            url_private: None,
+        };
+        assert_eq!(
+            media(&file(Some("slack_audio"), "audio/mp4")),
+            Media {
+                kind: MediaKind::Voice,
+                file_id: "F1".to_owned(),
+                mime_type: Some("audio/mp4".to_owned()),
+                file_name: Some("audio_message.m4a".to_owned()),
+                size: Some(2048),
+            }
+        );
+        assert_eq!(
+            media(&file(Some("slack_audio"), "video/mp4")).kind,
+            MediaKind::Voice
+        );
+        assert_eq!(media(&file(None, "audio/mpeg")).kind, MediaKind::Audio);
     }
 }

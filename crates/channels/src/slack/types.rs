@@ -74,6 +74,8 @@ pub(crate) struct FileObject {
     pub id: String,
     pub name: Option<String>,
     pub mimetype: Option<String>,
+    /// `slack_audio` for an audio clip recorded in Slack, `slack_video` for a video clip.
+    pub subtype: Option<String>,
     pub size: Option<u64>,
     pub url_private_download: Option<String>,
     pub url_private: Option<String>,

@@ -248,6 +248,7 @@ impl Harness {
             Approvals::new(bus.clone()),
             TurnMessages::new(bus.clone(), Vec::new()),
             bus,
+            None,
         ) {
             Ok(_) => panic!("the gateway started"),
             Err(err) => err.to_string(),
@@ -278,6 +279,8 @@ impl Harness {
             Approvals::new(bus.clone()),
             messages,
             bus,
+            // `tools.transcription` of the config, as the binary reads it.
+            nanocrab_provider::Transcriber::from_config(&self.config, &|_| None).unwrap(),
         )
         .unwrap()
     }

@@ -16,3 +16,4 @@ mod routing;
 mod server;
 mod subagents;
 mod telegram;
+mod voice;

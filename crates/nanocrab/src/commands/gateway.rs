@@ -220,6 +220,17 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     }
     let access = Access::from_config(&config.channels, PairingStore::new(&state_dir));
     let channel_names: Vec<String> = channels.iter().map(|c| c.name().to_owned()).collect();
+    // Voice messages and audio files: `tools.transcription`, or Groq's key in its place.
+    let transcriber = nanocrab_provider::Transcriber::from_config(&config, &Env::var)
+        .with_context(|| env.config_path.display().to_string())?;
+    match &transcriber {
+        Some(transcriber) => {
+            tracing::info!("voice messages: transcribed by {}", transcriber.describe())
+        }
+        None => tracing::info!(
+            "voice messages: not transcribed (no tools.transcription; see docs/channels.md)"
+        ),
+    }
     let gateway = Gateway::new(
         &config,
         agents,
@@ -229,6 +240,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
         Arc::clone(&approvals),
         messages,
         bus,
+        transcriber,
     )?;
     let gateway = match cron.clone() {
         Some(control) => gateway.with_cron(control, config.cron.catch_up),

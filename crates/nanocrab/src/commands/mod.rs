@@ -333,6 +333,14 @@ pub fn redactor(config: &Config) -> Redactor {
     if let Some(key) = &config.memory.embeddings.api_key {
         secrets.push(("memory.embeddings.apiKey".into(), key.clone()));
     }
+    if let Some(key) = config
+        .tools
+        .transcription
+        .as_ref()
+        .and_then(|t| t.api_key.as_ref())
+    {
+        secrets.push(("tools.transcription.apiKey".into(), key.clone()));
+    }
     // What MCP servers are given: tokens in `env`, `Authorization` in `headers`.
     for id in config.agents.ids() {
         for (key, _, server) in config.mcp_servers_of(id) {

@@ -10,16 +10,16 @@ use serde_json::{Value, json};
 
 use crate::harness::{Home, Wire, message_texts};
 
-const TOKEN: &str = "123456:fake-telegram-5ecret";
+pub(crate) const TOKEN: &str = "123456:fake-telegram-5ecret";
 /// The sender of the recorded private message (`update-private-text.json`).
-const OWNER: &str = "218485655";
+pub(crate) const OWNER: &str = "218485655";
 /// The chats of the recorded group and forum-topic messages.
 const GROUP: &str = "-1001293752024";
 const FORUM: &str = "-1001847508954";
 
 /// A home whose Telegram channel polls `fake`, with `telegram` merged into the channel's
 /// section, and whose gateway listens on a free port.
-fn telegram_home(fake: &FakeTelegram, telegram: Value) -> Home {
+pub(crate) fn telegram_home(fake: &FakeTelegram, telegram: Value) -> Home {
     let home = Home::new(Wire::OpenAi);
     let mut config = home.base_config();
     let mut section = json!({

@@ -46,6 +46,7 @@ mod subagents;
 mod terminal;
 mod tool_loop;
 mod usage;
+mod voice;
 mod wasm_tools;
 mod web_api;
 mod web_client;
