@@ -565,7 +565,7 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "unknown capability `exe`; known: fs.read, fs.write, exec, net, message, spawn, schedule, memory.write, secret, mcp",
+                "unknown capability `exe`; known: fs.read, fs.write, exec, net, message, spawn, schedule, memory.write, secret, mcp, browser",
                 "`schedule:x` takes no target",
                 "the path in `fs.read:notes` must be absolute or start with ~",
                 "the target of `net:` is empty",
